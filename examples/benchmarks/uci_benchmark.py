@@ -1,0 +1,354 @@
+"""UCI regression benchmark of BayesianMLPRegressor on the fixed splits.
+
+What it does
+------------
+Runs the protocol of Hernández-Lobato & Adams (2015) and Gal & Ghahramani
+(2016) with the library's DEFAULT settings (no per-dataset tuning): for each
+UCI dataset found in the data folder (``skbayes.datasets.UCI_DATASETS``;
+absent ones are skipped with a note) and each of its fixed 90/10 train/test
+splits, it fits
+
+    Pipeline([("scaler", StandardScaler()),
+              ("model", BayesianMLPRegressor(inference=METHOD,
+                                             hidden_layer_sizes=(50,),
+                                             random_state=SPLIT))])
+
+(``(100,)`` hidden units for protein-tertiary-structure, as in the reference
+rows) on the training split; X is standardised with the training split's
+statistics by the scaler, y by the estimator's ``normalize_y=True`` default.
+It then measures, in the ORIGINAL units of y, the test RMSE of the predictive
+mean and the mean test log-likelihood ``log_predictive_density`` (the
+Monte-Carlo mixture density of the protocol), plus the 95% interval coverage,
+the fit time, the number of epochs run (``n_iter_``) and seconds per epoch.
+Results are aggregated as mean ± standard error over splits, with
+SE = std / sqrt(n_splits) and std with ddof=0 (``np.std``, as in the
+reference code, DropoutUncertaintyExps/experiment.py).
+
+Splits are processed one at a time in a single process; the JSON results file
+is rewritten after every fit, so an interrupted run keeps what it measured.
+
+How to run
+----------
+::
+
+    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/uci_benchmark.py
+    python examples/benchmarks/uci_benchmark.py --data-home /path/to/data \\
+        --datasets concrete energy --splits 5 --methods mfvi --tag quick
+
+Options: ``--datasets`` (names or aliases; default: all present),
+``--splits N`` (first N splits; default: all), ``--methods`` (default:
+``mfvi mc_dropout``), ``--max-iter`` (default: the estimator's default),
+``--threads`` (``torch.set_num_threads``; default: torch's default),
+``--tag`` (file name; default: a timestamp), ``--output-dir`` (default:
+``examples/benchmarks/results/``).
+
+What it prints
+--------------
+A note for every skipped dataset, one progress line per fit (dataset, method,
+split, RMSE, test LL, epochs, seconds), the final markdown table and the paths
+of the two files written: ``uci_<tag>.json`` (per-split raw numbers,
+aggregates, published reference numbers and the environment: library
+versions, torch threads, ``os.getloadavg()`` at start and end, command line)
+and ``uci_<tag>.md`` (a table with columns dataset, method, n_splits, RMSE,
+test LL, epochs, s/epoch and the published reference LLs for comparison).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import sklearn
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+import skbayes
+from skbayes import BayesianMLPRegressor
+from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, load_uci
+
+# Published reference numbers, (mean, standard error), copied from
+# /work/shared/reference/uci_anchors.md:
+# * "gal": MC dropout with a grid search over dropout rate and tau on an inner
+#   80/20 split, 400 epochs, 1x50 ReLU (1x100 for protein); Gal,
+#   DropoutUncertaintyExps, 2018 re-run (first table of uci_anchors.md).
+# * "bbb", "mcd40": Bayes by Backprop and MC dropout at 40 epochs, 1x50,
+#   hyperparameters by Bayesian optimisation with 5-fold CV inside the training
+#   split (seed 000, Tables 3.2 and 3.3; second table of uci_anchors.md).
+#   There are no protein rows in that table.
+REFERENCE = {
+    "bostonHousing": {
+        "gal_rmse": (2.90, 0.18), "gal_ll": (-2.40, 0.04),
+        "bbb_rmse": (3.630, 0.2262), "bbb_ll": (-2.751, 0.057),
+        "mcd40_rmse": (3.700, 0.1806), "mcd40_ll": (-2.747, 0.039),
+    },
+    "concrete": {
+        "gal_rmse": (4.82, 0.16), "gal_ll": (-2.93, 0.02),
+        "bbb_rmse": (6.183, 0.1052), "bbb_ll": (-3.242, 0.017),
+        "mcd40_rmse": (10.031, 0.1847), "mcd40_ll": (-3.729, 0.017),
+    },
+    "energy": {
+        "gal_rmse": (0.54, 0.06), "gal_ll": (-1.21, 0.01),
+        "bbb_rmse": (2.747, 0.0609), "bbb_ll": (-2.460, 0.023),
+        "mcd40_rmse": (1.697, 0.0663), "mcd40_ll": (-1.968, 0.040),
+    },
+    "kin8nm": {
+        "gal_rmse": (0.08, 0.00), "gal_ll": (1.14, 0.01),
+        "bbb_rmse": (0.096, 0.0005), "bbb_ll": (0.939, 0.007),
+        "mcd40_rmse": (0.163, 0.0001), "mcd40_ll": (0.379, 0.011),
+    },
+    "naval-propulsion-plant": {
+        "gal_rmse": (0.00, 0.00), "gal_ll": (4.45, 0.00),
+        "bbb_rmse": (0.004, 0.0002), "bbb_ll": (4.210, 0.048),
+        "mcd40_rmse": (0.011, 0.0001), "mcd40_ll": (3.050, 0.020),
+    },
+    "power-plant": {
+        "gal_rmse": (4.01, 0.04), "gal_ll": (-2.80, 0.01),
+        "bbb_rmse": (4.258, 0.0352), "bbb_ll": (-2.866, 0.009),
+        "mcd40_rmse": (7.041, 0.0380), "mcd40_ll": (-3.372, 0.006),
+    },
+    "protein-tertiary-structure": {
+        "gal_rmse": (4.27, 0.02), "gal_ll": (-2.87, 0.00),
+    },
+    "wine-quality-red": {
+        "gal_rmse": (0.62, 0.01), "gal_ll": (-0.93, 0.01),
+        "bbb_rmse": (0.660, 0.0084), "bbb_ll": (-1.053, 0.044),
+        "mcd40_rmse": (0.654, 0.0080), "mcd40_ll": (-0.998, 0.013),
+    },
+    "yacht": {
+        "gal_rmse": (0.67, 0.05), "gal_ll": (-1.25, 0.01),
+        "bbb_rmse": (2.342, 0.0927), "bbb_ll": (-2.482, 0.015),
+        "mcd40_rmse": (1.612, 0.0883), "mcd40_ll": (-1.952, 0.033),
+    },
+}
+
+METHODS = ("mfvi", "mc_dropout")
+METRICS = ("rmse", "test_ll", "coverage_95", "fit_time_s", "n_iter", "s_per_epoch")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--datasets", nargs="+", default=None,
+                        help="UCI names or aliases (default: every dataset present in the data folder).")
+    parser.add_argument("--splits", type=int, default=None,
+                        help="Use only the first N fixed splits (default: all).")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+                        help="Inference methods (default: mfvi mc_dropout).")
+    parser.add_argument("--max-iter", type=int, default=None,
+                        help="max_iter of the estimator (default: the estimator's default).")
+    parser.add_argument("--data-home", default=None,
+                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads(N) (default: leave torch's default).")
+    parser.add_argument("--tag", default=None, help="Results file name uci_<tag>.* (default: a timestamp).")
+    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"),
+                        help="Folder for the results (default: examples/benchmarks/results/).")
+    args = parser.parse_args(argv)
+    if args.splits is not None and args.splits < 1:
+        parser.error("--splits must be >= 1")
+    if args.max_iter is not None and args.max_iter < 1:
+        parser.error("--max-iter must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be >= 1")
+    return args
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10)
+        return (out.stdout.strip() or None) if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def hidden_layer_sizes(name):
+    return (100,) if name == "protein-tertiary-structure" else (50,)
+
+
+def run_one(X_train, X_test, y_train, y_test, method, hidden, seed, max_iter):
+    params = {} if max_iter is None else {"max_iter": max_iter}
+    pipe = Pipeline([
+        ("scaler", StandardScaler()),
+        ("model", BayesianMLPRegressor(inference=method, hidden_layer_sizes=hidden, random_state=seed, **params)),
+    ])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        start = time.perf_counter()
+        pipe.fit(X_train, y_train)
+        fit_time = time.perf_counter() - start
+    model = pipe["model"]
+    start = time.perf_counter()
+    Xt = pipe["scaler"].transform(X_test)
+    pred = model.predict_uncertainty(Xt)
+    test_ll = float(np.mean(model.log_predictive_density(Xt, y_test)))
+    predict_time = time.perf_counter() - start
+    z = 1.959963984540054  # central 95% interval, as predict_interval(coverage=0.95)
+    return {
+        "rmse": float(np.sqrt(np.mean((pred.mean - y_test) ** 2))),
+        "test_ll": test_ll,
+        "coverage_95": float(np.mean(np.abs(y_test - pred.mean) <= z * pred.std)),
+        "mean_epistemic_std": float(np.mean(pred.epistemic_std)),
+        "noise_std": float(model.noise_std_[0]),
+        "fit_time_s": fit_time,
+        "predict_time_s": predict_time,
+        "n_iter": int(model.n_iter_),
+        "s_per_epoch": fit_time / model.n_iter_,
+        "hit_max_iter": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "final_loss": float(model.loss_curve_[-1]),
+    }
+
+
+def aggregate(rows):
+    out = {"n_splits": len(rows)}
+    for key in METRICS:
+        values = np.array([r[key] for r in rows], dtype=float)
+        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
+    out["n_hit_max_iter"] = int(sum(r["hit_max_iter"] for r in rows))
+    return out
+
+
+def fmt(pair, digits=3):
+    if pair is None:
+        return "—"
+    mean, se = pair
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def markdown_table(report):
+    lines = [
+        "| dataset | method | n_splits | RMSE | test LL | epochs | s/epoch | "
+        "ref Gal MC dropout RMSE | ref Gal MC dropout LL | ref BBB LL | ref MCD40 LL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, per_method in report["aggregates"].items():
+        ref = REFERENCE.get(name, {})
+        for method, agg in per_method.items():
+            lines.append(
+                f"| {name} | {method} | {agg['n_splits']} "
+                f"| {fmt((agg['rmse']['mean'], agg['rmse']['se']))} "
+                f"| {fmt((agg['test_ll']['mean'], agg['test_ll']['se']))} "
+                f"| {agg['n_iter']['mean']:.0f} "
+                f"| {agg['s_per_epoch']['mean']:.4f} "
+                f"| {fmt(ref.get('gal_rmse'), 2)} | {fmt(ref.get('gal_ll'), 2)} "
+                f"| {fmt(ref.get('bbb_ll'))} | {fmt(ref.get('mcd40_ll'))} |"
+            )
+    s = report["settings"]
+    env = report["environment"]
+    notes = [
+        "",
+        "BayesianMLPRegressor with default parameters except hidden_layer_sizes, random_state=split"
+        + ("" if s["max_iter"] is None else f", max_iter={s['max_iter']}")
+        + "; mean ± standard error "
+        "(np.std / sqrt(n_splits)) over the splits; RMSE and test LL (nats per point) in the original "
+        "units of y. Reference columns: Gal's grid-searched MC dropout (400 epochs) and BBB / MCD40 "
+        "(seed 000, Tables 3.2-3.3), copied from uci_anchors.md; they were tuned per dataset, these rows "
+        "were not.",
+        f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, "
+        f"{env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at start, "
+        f"{env.get('loadavg_end')} at end; complete: {report['complete']}.",
+    ]
+    return "\n".join(lines + notes) + "\n"
+
+
+def write_atomic(path, text):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out_dir / f"uci_{tag}.json", out_dir / f"uci_{tag}.md"
+
+    data_home = get_data_home(args.data_home)
+    report = {
+        "settings": {
+            "datasets_requested": args.datasets, "splits": args.splits, "methods": args.methods,
+            "max_iter": args.max_iter, "data_home": str(data_home),
+            "estimator_defaults": {k: (list(v) if isinstance(v, tuple) else v)
+                                   for k, v in BayesianMLPRegressor().get_params().items()},
+            "hidden_layer_sizes": "(100,) for protein-tertiary-structure, else (50,)",
+            "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
+        },
+        "environment": {
+            "command": [sys.executable, *sys.argv],
+            "python": platform.python_version(), "platform": platform.platform(),
+            "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
+            "skbayes": skbayes.__version__, "git_commit": git_commit(),
+            "cpu_count": os.cpu_count(), "torch_num_threads": torch.get_num_threads(),
+            "torch_num_interop_threads": torch.get_num_interop_threads(),
+            "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+        "reference": REFERENCE,
+        "splits": {},
+        "aggregates": {},
+        "skipped": [],
+        "complete": False,
+    }
+
+    names = args.datasets or list(UCI_DATASETS)
+    print(f"Data home: {data_home}; torch threads: {torch.get_num_threads()}; "
+          f"load average: {report['environment']['loadavg_start']}; "
+          "'*' after the epochs = stopped at max_iter", flush=True)
+
+    def save():
+        write_atomic(json_path, json.dumps(report, indent=1))
+
+    try:
+        for requested in names:
+            try:
+                bunch = load_uci(requested, data_home=args.data_home, download_if_missing=False)
+            except FileNotFoundError:
+                print(f"Skipping {requested}: not found under {data_home / 'uci'}", flush=True)
+                report["skipped"].append(requested)
+                continue
+            name = bunch.name
+            n_splits = bunch.n_splits if args.splits is None else min(args.splits, bunch.n_splits)
+            hidden = hidden_layer_sizes(name)
+            print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, "
+                  f"{n_splits} of {bunch.n_splits} splits, hidden_layer_sizes={hidden}", flush=True)
+            rows = report["splits"].setdefault(name, {m: [] for m in args.methods})
+            for split in range(n_splits):
+                X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
+                for method in args.methods:
+                    res = run_one(X_train, X_test, y_train, y_test, method, hidden, split, args.max_iter)
+                    rows[method].append({"split": split, **res})
+                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
+                    save()
+                    print(f"  {name:<27} {method:<10} split {split:>2}: RMSE {res['rmse']:8.4f}  "
+                          f"LL {res['test_ll']:8.4f}  cov95 {res['coverage_95']:.3f}  "
+                          f"{res['n_iter']:4d} epochs{'*' if res['hit_max_iter'] else ' '} "
+                          f"{res['fit_time_s']:7.2f} s ({res['s_per_epoch']:.4f} s/epoch)", flush=True)
+        report["complete"] = True
+    except KeyboardInterrupt:
+        print("\nInterrupted; writing what was measured so far.", flush=True)
+    finally:
+        report["environment"]["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        save()
+        write_atomic(md_path, markdown_table(report))
+
+    print()
+    print(md_path.read_text())
+    print(f"Wrote {json_path}\nWrote {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""skbayes: scikit-learn compatible Bayesian deep learning estimators on PyTorch."""
+
+from .base import DeviceWarning
+from .neural_network import BayesianMLPRegressor
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["BayesianMLPRegressor", "DeviceWarning", "__version__"]

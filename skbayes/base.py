@@ -1,0 +1,110 @@
+"""The scikit-learn mixin shared by the torch-backed estimators.
+
+It owns the device and dtype policy, turns ``random_state`` into
+``torch.Generator`` objects (the global torch seed is never touched), and makes
+pickles portable: fitted modules are stored on the CPU and moved back to their
+device on load, falling back to the CPU with a :class:`DeviceWarning` when the
+device is missing.
+"""
+
+import copy
+import warnings
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["DeviceWarning", "TorchEstimatorMixin"]
+
+
+class DeviceWarning(UserWarning):
+    """A fitted model could not be put back on the device it was fitted on."""
+
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+class TorchEstimatorMixin:
+    """Device, dtype, seeding and pickling for estimators holding torch modules.
+
+    Subclasses list the attributes that hold torch modules or tensors in
+    ``_torch_attributes``.
+    """
+
+    _torch_attributes = ("module_",)
+
+    def _resolve_device(self):
+        device = self.device
+        if device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(
+                f"device={self.device!r} is not a valid torch device; use 'auto', "
+                "'cpu', 'cuda' or 'cuda:N'."
+            ) from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(
+                f"device={self.device!r} was requested but CUDA is not available "
+                "here; use device='auto' or 'cpu'."
+            )
+        return device
+
+    def _resolve_dtype(self, input_dtype, device):
+        """torch dtype for the computation.
+
+        ``dtype=None`` keeps float32 input as float32 and uses float64 for
+        everything else on the CPU (scikit-learn's convention), and float32 on
+        accelerators, where float64 is slow.
+        """
+        if self.dtype is not None:
+            return _DTYPES[self.dtype]
+        if device.type != "cpu" or input_dtype == np.float32:
+            return torch.float32
+        return torch.float64
+
+    @staticmethod
+    def _seeds(random_state, n):
+        """``n`` independent integer seeds from a numpy RandomState."""
+        return [int(s) for s in random_state.randint(0, 2**31 - 1, size=n)]
+
+    @staticmethod
+    def _generator(seed, device="cpu"):
+        generator = torch.Generator(device=device)
+        generator.manual_seed(int(seed))
+        return generator
+
+    def _to_tensor(self, array):
+        """Copy a numpy array into a tensor on the fitted device and dtype."""
+        return torch.tensor(np.asarray(array), dtype=self._dtype, device=self.device_)
+
+    @property
+    def _dtype(self):
+        return _DTYPES[self.dtype_]
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        for name in self._torch_attributes:
+            value = state.get(name)
+            if isinstance(value, (nn.Module, torch.Tensor)):
+                state[name] = copy.deepcopy(value).to("cpu")
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        device = getattr(self, "device_", None)
+        if device is None:
+            return
+        if device.type == "cuda" and not torch.cuda.is_available():
+            warnings.warn(
+                f"{type(self).__name__} was fitted on {device}, which is not "
+                "available here; it was loaded on the CPU.",
+                DeviceWarning,
+            )
+            device = torch.device("cpu")
+            self.device_ = device
+        for name in self._torch_attributes:
+            value = getattr(self, name, None)
+            if isinstance(value, (nn.Module, torch.Tensor)):
+                setattr(self, name, value.to(device))

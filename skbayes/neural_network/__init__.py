@@ -1,0 +1,5 @@
+"""Bayesian neural network estimators."""
+
+from ._regressor import BayesianMLPRegressor
+
+__all__ = ["BayesianMLPRegressor"]

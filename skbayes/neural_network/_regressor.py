@@ -1,0 +1,434 @@
+"""BayesianMLPRegressor: a Bayesian neural network for regression."""
+
+from numbers import Real
+
+import numpy as np
+import torch
+from scipy.stats import norm
+from sklearn.base import RegressorMixin
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._param_validation import Interval, StrOptions, _fit_context
+from ..nn import GaussianLikelihood
+from ._base import BaseBayesianMLP
+
+# Initial noise standard deviation, in standardised target units, when learned.
+_NOISE_INIT = 0.1
+
+
+class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
+    """Bayesian multi-layer perceptron regressor trained by variational inference.
+
+    The weights get a zero-mean Gaussian prior and an approximate posterior q
+    fitted by maximising the evidence lower bound (ELBO) with Adam on
+    minibatches; the observation noise is Gaussian and learned. Predictions
+    average ``n_samples_predict`` weight draws from q, and the predictive
+    variance is the variance of those draws (epistemic) plus the noise
+    variance (aleatoric).
+
+    Parameters
+    ----------
+    hidden_layer_sizes : array-like of int or int, default=(50,)
+        Width of each hidden layer; ``()`` gives Bayesian linear regression.
+    inference : {"mfvi", "mc_dropout"}, default="mfvi"
+        ``"mfvi"``: mean-field Gaussian q (Bayes by Backprop [Blundell2015]_)
+        with the local reparameterisation trick [Kingma2015]_ and the
+        closed-form KL to the prior. ``"mc_dropout"``: Bernoulli q over the
+        rows of each weight matrix, i.e. dropout before every layer, kept on
+        at prediction time (MC dropout [Gal2016]_), with the weight decay
+        derived from the prior, the dropout rate and N (see Notes).
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity of the hidden layers.
+    prior_scale : float, default=1.0
+        Standard deviation of the N(0, prior_scale^2) prior on every weight
+        and bias (for ``"mc_dropout"``, 1 / the prior length-scale l).
+    posterior_init_scale : float, default=1e-3
+        Initial standard deviation of q for ``"mfvi"``.
+    dropout_rate : float, default=0.01
+        Probability of *dropping* a unit, for ``"mc_dropout"``.
+    noise : "learn" or float, default="learn"
+        ``"learn"`` learns one homoscedastic noise standard deviation per
+        output by maximising the ELBO; a float fixes it (units of y).
+    normalize_y : bool, default=True
+        Standardise y (per output) before fitting; all outputs are still in
+        the units of y.
+    batch_size : int or "auto", default="auto"
+        Minibatch size; ``"auto"`` is ``min(32, n_samples)`` up to 2,000 rows
+        and 128 above, the sizes of the reference UCI experiments (seed 000,
+        section 3.7).
+    learning_rate_init : float, default=3e-3
+        Adam step size.
+    max_iter : int, default=500
+        Maximum number of epochs (training usually stops earlier, see
+        ``n_iter_no_change``).
+    n_samples_train : int, default=1
+        Monte-Carlo draws per datum and step for the expected log-likelihood.
+    n_samples_predict : int, default=100
+        Weight draws averaged at prediction.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training rows and stop when
+        their log predictive density stops improving (the best weights are
+        restored). Otherwise stop when the training loss stops improving.
+    validation_fraction : float, default=0.1
+        Fraction of rows held out when ``early_stopping``.
+    n_iter_no_change : int, default=10
+        Epochs without an improvement of at least ``tol`` before stopping.
+    tol : float, default=1e-4
+        Minimum improvement of the per-datum loss (or validation score).
+    warm_start : bool, default=False
+        Reuse the fitted network as the starting point of the next ``fit``.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial weights, minibatch order, training noise and the
+        prediction draws; the global torch seed is never touched.
+    verbose : bool, default=False
+        Show a progress bar over epochs with the loss.
+    device : str, default="auto"
+        Torch device; ``"auto"`` picks CUDA when available.
+    dtype : {"float32", "float64"} or None, default=None
+        Precision of the computation; None keeps float32 input as float32
+        and uses float64 otherwise on the CPU, float32 on accelerators.
+
+    Attributes
+    ----------
+    module_ : torch.nn.ModuleDict
+        The fitted ``"network"`` (:class:`skbayes.nn.BayesianMLP`) and
+        ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), which work
+        in standardised target units.
+    noise_std_ : ndarray of shape (n_outputs,)
+        Observation noise standard deviation, in the units of y.
+    loss_curve_ : list of float
+        Per-datum negative ELBO (nats) of each epoch, in standardised units.
+    n_iter_ : int
+        Number of epochs run.
+    best_loss_ : float or None
+        Lowest epoch loss (None when ``early_stopping``).
+    validation_scores_ : list of float or None
+        Mean validation log predictive density per epoch, in standardised
+        units (None unless ``early_stopping``).
+    best_validation_score_ : float or None
+        Best of ``validation_scores_``.
+    kl_ : float
+        KL(q || prior) of the fitted weights, in nats.
+    n_outputs_ : int
+        Number of outputs.
+    device_ : torch.device
+        Device the model lives on.
+    dtype_ : str
+        ``"float32"`` or ``"float64"``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string column names.
+
+    See Also
+    --------
+    sklearn.neural_network.MLPRegressor : the deterministic counterpart.
+    sklearn.linear_model.BayesianRidge : Bayesian linear regression.
+
+    Notes
+    -----
+    The minibatch loss is the negative ELBO divided by N (seed 002, eq. 3.2
+    over N): ``-(1/B) sum_batch E_q[log p(y_i | x_i, w)] + KL(q || p) / N``;
+    the KL weight does not depend on the batch size.
+
+    For ``"mc_dropout"`` PyTorch's inverted dropout scales kept units by
+    1/(1-p), so the prior N(0, l^-2) gives the weight decay
+    ``l^2 / (2 N (1 - p))`` on the stored weights (and ``l^2 / (2 N)`` on the
+    biases), see :class:`skbayes.nn.DropoutLinear`.
+
+    Standardise X (e.g. ``StandardScaler`` in a pipeline): the prior is
+    placed on the weights, so its meaning depends on the scale of X.
+
+    References
+    ----------
+    .. [Blundell2015] C. Blundell, J. Cornebise, K. Kavukcuoglu and D. Wierstra,
+       "Weight uncertainty in neural networks", ICML 2015.
+    .. [Kingma2015] D. P. Kingma, T. Salimans and M. Welling, "Variational
+       dropout and the local reparameterization trick", NeurIPS 2015.
+    .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis,
+       University of Cambridge, 2016, chapter 3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbayes import BayesianMLPRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(200, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.randn(200)
+    >>> model = BayesianMLPRegressor(max_iter=100, random_state=0).fit(X, y)
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> mean.shape, std.shape
+    ((3,), (3,))
+    """
+
+    _parameter_constraints = {
+        **BaseBayesianMLP._parameter_constraints,
+        "noise": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
+        "normalize_y": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(50,),
+        *,
+        inference="mfvi",
+        activation="relu",
+        prior_scale=1.0,
+        posterior_init_scale=1e-3,
+        dropout_rate=0.01,
+        noise="learn",
+        normalize_y=True,
+        batch_size="auto",
+        learning_rate_init=3e-3,
+        max_iter=500,
+        n_samples_train=1,
+        n_samples_predict=100,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        warm_start=False,
+        random_state=None,
+        verbose=False,
+        device="auto",
+        dtype=None,
+    ):
+        super().__init__(
+            hidden_layer_sizes,
+            inference=inference,
+            activation=activation,
+            prior_scale=prior_scale,
+            posterior_init_scale=posterior_init_scale,
+            dropout_rate=dropout_rate,
+            batch_size=batch_size,
+            learning_rate_init=learning_rate_init,
+            max_iter=max_iter,
+            n_samples_train=n_samples_train,
+            n_samples_predict=n_samples_predict,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            warm_start=warm_start,
+            random_state=random_state,
+            verbose=verbose,
+            device=device,
+            dtype=dtype,
+        )
+        self.noise = noise
+        self.normalize_y = normalize_y
+
+    def _make_likelihood(self, n_outputs, device, dtype):
+        if self.noise == "learn":
+            return GaussianLikelihood(n_outputs, _NOISE_INIT, learn_noise=True, device=device, dtype=dtype)
+        # A fixed noise is given in y units; the model works in standardised units.
+        likelihood = GaussianLikelihood(n_outputs, 1.0, learn_noise=False, device=device, dtype=dtype)
+        scale = torch.as_tensor(self.noise / self._y_scale, device=device, dtype=dtype)
+        likelihood.raw_noise.copy_(torch.log(torch.expm1(scale - likelihood._floor)))
+        return likelihood
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the variational posterior to the data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (standardise them for the prior to be meaningful).
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets.
+
+        Returns
+        -------
+        self : BayesianMLPRegressor
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, or if the training loss
+            diverges (the message says what to change).
+        """
+        X, y = validate_data(
+            self, X, y, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32)
+        )
+        Y = y.reshape(len(y), -1).astype(X.dtype, copy=False)
+        self._y_1d = y.ndim == 1
+        self.n_outputs_ = Y.shape[1]
+        if self._can_warm_start(X.shape[1], Y.shape[1]):
+            pass  # keep the scaling the fitted likelihood works in
+        elif self.normalize_y:
+            self._y_mean = Y.mean(axis=0)
+            scale = Y.std(axis=0)
+            self._y_scale = np.where(scale > 0, scale, 1.0)
+        else:
+            self._y_mean = np.zeros(Y.shape[1], dtype=Y.dtype)
+            self._y_scale = np.ones(Y.shape[1], dtype=Y.dtype)
+        self._fit_network(X, (Y - self._y_mean) / self._y_scale)
+        noise = self.module_["likelihood"].noise_std.detach().cpu().numpy()
+        self.noise_std_ = noise * self._y_scale
+        return self
+
+    # --------------------------------------------------------------- prediction
+    def _output(self, a):
+        """(n, k) array in y units -> (n,) for 1-D training targets."""
+        return a[:, 0] if self._y_1d else a
+
+    def predict_uncertainty(self, X):
+        """Predictive mean and standard deviations, split by source.
+
+        The predictive distribution is the mixture of N(f_t(x), sigma^2) over
+        the weight draws f_t; its variance is Var_t[f_t(x)] (epistemic, model
+        uncertainty) + sigma^2 (aleatoric, observation noise), as in seed 002,
+        section 3.3.1 (Prop. 3).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        result : Bunch
+            ``mean``, ``std``, ``epistemic_std``, ``aleatoric_std``, each of
+            shape (n_samples,) or (n_samples, n_outputs), in the units of y;
+            ``std**2 == epistemic_std**2 + aleatoric_std**2``.
+        """
+        X = self._validate_X_predict(X)
+        means, variances = [], []
+        for _, f in self._function_draws(X, self.n_samples_predict, self._predict_seed):
+            means.append(f.mean(0))
+            variances.append(f.var(0, correction=0))
+        mean = torch.cat(means).cpu().numpy() * self._y_scale + self._y_mean
+        epistemic = np.sqrt(torch.cat(variances).cpu().numpy()) * self._y_scale
+        aleatoric = np.broadcast_to(self.noise_std_, mean.shape).astype(mean.dtype)
+        return Bunch(
+            mean=self._output(mean),
+            std=self._output(np.sqrt(epistemic**2 + aleatoric**2)),
+            epistemic_std=self._output(epistemic),
+            aleatoric_std=self._output(aleatoric.copy()),
+        )
+
+    def predict(self, X, return_std=False):
+        """Predictive mean (Monte-Carlo average over weight draws).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the predictive standard deviation (noise included).
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        y_std : ndarray, same shape as y_mean
+            Only returned when ``return_std`` is True.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before ``fit``.
+        ValueError
+            If X has NaN/inf or the wrong number of features.
+        """
+        if not return_std:
+            X = self._validate_X_predict(X)
+            means = [f.mean(0) for _, f in self._function_draws(X, self.n_samples_predict, self._predict_seed)]
+            return self._output(torch.cat(means).cpu().numpy() * self._y_scale + self._y_mean)
+        result = self.predict_uncertainty(X)
+        return result.mean, result.std
+
+    def predict_std(self, X):
+        """Predictive standard deviation (epistemic + aleatoric), units of y.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_std : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        return self.predict_uncertainty(X).std
+
+    def predict_interval(self, X, coverage=0.95):
+        """Central predictive interval from the Gaussian with the predictive moments.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        coverage : float, default=0.95
+            Nominal probability in (0, 1) that a new y falls inside.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            ``mean -/+ z * std`` with z the (1 + coverage) / 2 normal quantile.
+        """
+        if not 0 < coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1); got {coverage!r}.")
+        mean, std = self.predict(X, return_std=True)
+        z = norm.ppf(0.5 + coverage / 2)
+        return mean - z * std, mean + z * std
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draw targets from the posterior predictive distribution.
+
+        Each sample draws one weight setting from q (shared by all rows, so
+        the function is coherent across X) and adds Gaussian noise.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+        n_samples : int, default=1
+            Number of draws per row.
+        random_state : int, RandomState instance or None, default=0
+            Seed of the draws (scikit-learn's ``GaussianProcessRegressor``
+            convention: deterministic by default).
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
+            In the units of y; samples on the last axis.
+        """
+        X = self._validate_X_predict(X)
+        seed, noise_seed = self._seeds(check_random_state(random_state), 2)
+        draws = [f for _, f in self._function_draws(X, n_samples, seed)]
+        f = torch.cat(draws, dim=1).cpu().numpy()  # (S, n, k)
+        noise = np.random.RandomState(noise_seed).standard_normal(f.shape)
+        y = (f + noise * self.module_["likelihood"].noise_std.detach().cpu().numpy()) * self._y_scale + self._y_mean
+        y = np.moveaxis(y, 0, -1)  # (n, k, S)
+        return y[:, 0, :] if self._y_1d else y
+
+    def log_predictive_density(self, X, y):
+        """Log predictive density of each observation, in nats.
+
+        ``log (1/T) sum_t N(y_i | f_t(x_i), sigma^2)`` over the T =
+        ``n_samples_predict`` weight draws (seed 002, eq. 3.18), in the units
+        of y and summed over outputs: the per-point test log-likelihood of the
+        UCI benchmark protocol.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X, y = validate_data(
+            self, X, y, reset=False, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32)
+        )
+        Y = y.reshape(len(y), -1)
+        if Y.shape[1] != self.n_outputs_:
+            raise ValueError(f"y has {Y.shape[1]} outputs, but the model was fitted with {self.n_outputs_}.")
+        Y = self._to_tensor((Y - self._y_mean) / self._y_scale)
+        log_p = self._log_predictive(X, Y, self.n_samples_predict, self._predict_seed)
+        return log_p.cpu().numpy() - np.log(self._y_scale).sum()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

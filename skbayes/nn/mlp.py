@@ -1,0 +1,142 @@
+"""Multi-layer perceptron built from Bayesian layers.
+
+References
+----------
+.. [Blundell2015] C. Blundell et al., "Weight uncertainty in neural networks",
+   ICML 2015 (seed 000, section 3.3.3).
+.. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
+   chapter 3 (seed 002).
+"""
+
+import torch
+from torch import nn
+
+from .layers import DropoutLinear, MeanFieldLinear
+
+__all__ = ["ACTIVATIONS", "BayesianMLP"]
+
+ACTIVATIONS = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "logistic": torch.sigmoid,
+    "identity": lambda x: x,
+}
+
+
+class BayesianMLP(nn.Module):
+    """A stack of Bayesian linear layers with a non-linearity between them.
+
+    Parameters
+    ----------
+    n_features : int
+        Input width d.
+    hidden_layer_sizes : sequence of int
+        Widths of the hidden layers; empty gives a Bayesian linear model.
+    n_outputs : int
+        Output width k.
+    inference : {"mfvi", "mc_dropout"}, default="mfvi"
+        ``"mfvi"`` uses :class:`MeanFieldLinear` layers (Bayes by Backprop with
+        local reparameterisation, [Blundell2015]_); ``"mc_dropout"`` uses
+        :class:`DropoutLinear` layers, i.e. dropout before every weight layer,
+        the input layer included ([Gal2016]_, section 3.2.3).
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity after each hidden layer.
+    prior_scale : float, default=1.0
+        Standard deviation of the Gaussian prior on each weight.
+    posterior_init_scale : float, default=1e-3
+        Initial posterior standard deviation (``"mfvi"`` only).
+    dropout_rate : float, default=0.01
+        Drop probability (``"mc_dropout"`` only).
+    generator : torch.Generator, optional
+        Source of the random initial weights.
+    device, dtype : optional
+        Where and in which precision the parameters live.
+    """
+
+    def __init__(
+        self,
+        n_features,
+        hidden_layer_sizes,
+        n_outputs,
+        *,
+        inference="mfvi",
+        activation="relu",
+        prior_scale=1.0,
+        posterior_init_scale=1e-3,
+        dropout_rate=0.01,
+        generator=None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        sizes = [n_features, *hidden_layer_sizes, n_outputs]
+        factory = {"generator": generator, "device": device, "dtype": dtype}
+        if inference == "mfvi":
+            extra = {"posterior_init_scale": posterior_init_scale}
+            layer_cls = MeanFieldLinear
+        elif inference == "mc_dropout":
+            extra = {"dropout_rate": dropout_rate}
+            layer_cls = DropoutLinear
+        else:
+            raise ValueError(f"Unknown inference {inference!r}.")
+        self.layers = nn.ModuleList(
+            layer_cls(n_in, n_out, prior_scale=prior_scale, **extra, **factory)
+            for n_in, n_out in zip(sizes[:-1], sizes[1:])
+        )
+        self.activation = activation
+
+    def forward(self, x, generator=None, sample=True):
+        """Training-time pass with per-row noise.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., n, n_features)
+        generator : torch.Generator, optional
+        sample : bool, default=True
+            If False, propagate the posterior mean weights (no noise).
+
+        Returns
+        -------
+        f : torch.Tensor of shape (..., n, n_outputs)
+        """
+        act = ACTIVATIONS[self.activation]
+        h = x
+        for i, layer in enumerate(self.layers):
+            if i:
+                h = act(h)
+            h = layer(h, generator=generator, sample=sample)
+        return h
+
+    def sample_parameters(self, n_samples, generator=None):
+        """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
+
+        W has shape (n_samples, n_in, n_out) and b (n_samples, 1, n_out).
+        """
+        return [layer.sample_parameters(n_samples, generator) for layer in self.layers]
+
+    def forward_with(self, x, parameters):
+        """Evaluate the network under given weight draws.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+        parameters : list of (W, b)
+            As returned by :meth:`sample_parameters`.
+
+        Returns
+        -------
+        f : torch.Tensor of shape (n_samples, n, n_outputs)
+            One function evaluation per weight draw; row i depends only on x[i].
+        """
+        act = ACTIVATIONS[self.activation]
+        n_samples = parameters[0][0].shape[0]
+        h = x.expand(n_samples, *x.shape)
+        for i, (weight, bias) in enumerate(parameters):
+            if i:
+                h = act(h)
+            h = torch.baddbmm(bias, h, weight)
+        return h
+
+    def kl(self):
+        """KL(q || p) of all the weights, a scalar in nats."""
+        return sum(layer.kl() for layer in self.layers)

@@ -1,0 +1,46 @@
+"""scikit-learn's estimator checks on every public skbayes estimator."""
+
+import inspect
+
+import pytest
+from sklearn.base import BaseEstimator
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import skbayes
+
+# Small, fast settings; the checks test the API contract, not model quality.
+INIT_PARAMS = {
+    "BayesianMLPRegressor": {"max_iter": 60, "n_samples_predict": 10, "random_state": 0},
+}
+
+# check name -> reason, per estimator. Empty: every check passes.
+EXPECTED_FAILED_CHECKS = {}
+
+
+def _public_estimators():
+    return sorted(
+        (obj for _, obj in inspect.getmembers(skbayes, inspect.isclass) if issubclass(obj, BaseEstimator)),
+        key=lambda cls: cls.__name__,
+    )
+
+
+def _instances():
+    for cls in _public_estimators():
+        yield cls(**INIT_PARAMS.get(cls.__name__, {}))
+
+
+@parametrize_with_checks(
+    list(_instances()),
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS.get(type(est).__name__, {}),
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("cls", _public_estimators(), ids=lambda c: c.__name__)
+def test_parameter_constraints_cover_every_parameter(cls):
+    assert set(cls._parameter_constraints) == set(cls().get_params())
+
+
+def test_every_public_estimator_has_fast_check_params():
+    assert {cls.__name__ for cls in _public_estimators()} <= set(INIT_PARAMS)
