@@ -11,17 +11,12 @@ import pytest
 from skbayes import datasets
 from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, load_uci
 
-_DEFAULT_HOME = Path(__file__).resolve().parents[2] / "shared" / "data"
 _CACHE = {}
 
 
 @pytest.fixture(scope="module")
-def shared_home():
-    home = Path(os.environ.get("SKBAYES_DATA_HOME") or _DEFAULT_HOME)
-    if not (home / "uci").is_dir():
-        pytest.fail(f"Shared UCI data not found at {home / 'uci'}; set SKBAYES_DATA_HOME "
-                    f"to a folder containing uci/<name>/ (default {_DEFAULT_HOME}).")
-    return home
+def shared_home(data_home):
+    return data_home
 
 
 @pytest.fixture(autouse=True)
