@@ -25,7 +25,12 @@ SE = std / sqrt(n_splits) and std with ddof=0 (``np.std``, as in the
 reference code, DropoutUncertaintyExps/experiment.py).
 
 Splits are processed one at a time in a single process; the JSON results file
-is rewritten after every fit, so an interrupted run keeps what it measured.
+is rewritten after every fit, so an interrupted run (Ctrl-C) keeps what it
+measured. The estimator's default ``device="auto"`` is kept, so on a machine
+with CUDA the fits run on the GPU in float32 (recorded per split). On a
+shared or small CPU machine, ``--threads 1`` keeps the timings stable: torch
+uses one thread per core by default and slows down badly when another process
+competes for the cores.
 
 How to run
 ----------
@@ -205,6 +210,8 @@ def run_one(X_train, X_test, y_train, y_test, method, hidden, seed, max_iter):
         "s_per_epoch": fit_time / model.n_iter_,
         "hit_max_iter": any(issubclass(w.category, ConvergenceWarning) for w in caught),
         "final_loss": float(model.loss_curve_[-1]),
+        "device": str(model.device_),
+        "dtype": model.dtype_,
     }
 
 
@@ -309,6 +316,15 @@ def main(argv=None):
 
     def save():
         write_atomic(json_path, json.dumps(report, indent=1))
+
+    # Untimed warm-up fit: the first fit in a process pays ~1 s of one-off torch
+    # initialisation, which would otherwise inflate the first split's timing.
+    warm_rng = np.random.RandomState(0)
+    for method in args.methods:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            BayesianMLPRegressor(inference=method, max_iter=2, random_state=0).fit(
+                warm_rng.randn(64, 3), warm_rng.randn(64))
 
     try:
         for requested in names:

