@@ -10,6 +10,7 @@ import skbayes
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
+    "BayesianMLPClassifier": {"max_iter": 60, "n_samples_predict": 10, "random_state": 0},
     "BayesianMLPRegressor": {"max_iter": 60, "n_samples_predict": 10, "random_state": 0},
 }
 

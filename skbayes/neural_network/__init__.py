@@ -1,5 +1,6 @@
 """Bayesian neural network estimators."""
 
+from ._classifier import BayesianMLPClassifier
 from ._regressor import BayesianMLPRegressor
 
-__all__ = ["BayesianMLPRegressor"]
+__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor"]

@@ -169,10 +169,13 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         first, last = self.module_["network"].layers[0], self.module_["network"].layers[-1]
         return first.in_features == n_features and last.out_features == n_outputs
 
-    def _fit_network(self, X, Y):
-        """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k)."""
+    def _fit_network(self, X, Y, n_outputs):
+        """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k).
+
+        ``n_outputs`` is the network's output width (k for regression, the
+        number of classes for classification).
+        """
         n_samples, n_features = X.shape
-        n_outputs = Y.shape[1]
         rng = check_random_state(self.random_state)
         init_seed, noise_seed, shuffle_seed, predict_seed, split_seed = self._seeds(rng, 5)
         device = self._resolve_device()

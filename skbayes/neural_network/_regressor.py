@@ -268,7 +268,7 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
         else:
             self._y_mean = np.zeros(Y.shape[1], dtype=Y.dtype)
             self._y_scale = np.ones(Y.shape[1], dtype=Y.dtype)
-        self._fit_network(X, (Y - self._y_mean) / self._y_scale)
+        self._fit_network(X, (Y - self._y_mean) / self._y_scale, self.n_outputs_)
         noise = self.module_["likelihood"].noise_std.detach().cpu().numpy()
         self.noise_std_ = noise * self._y_scale
         return self

@@ -8,12 +8,13 @@ their docstrings.
 
 from .divergences import kl_normal_normal
 from .layers import DropoutLinear, MeanFieldLinear
-from .likelihoods import GaussianLikelihood
+from .likelihoods import CategoricalLikelihood, GaussianLikelihood
 from .mlp import BayesianMLP
 from .objectives import negative_elbo
 
 __all__ = [
     "BayesianMLP",
+    "CategoricalLikelihood",
     "DropoutLinear",
     "GaussianLikelihood",
     "MeanFieldLinear",

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["GaussianLikelihood"]
+__all__ = ["CategoricalLikelihood", "GaussianLikelihood"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -71,3 +71,29 @@ class GaussianLikelihood(nn.Module):
         sigma = self.noise_std
         z = (y - f) / sigma
         return (-0.5 * z * z - torch.log(sigma) - 0.5 * _LOG_2PI).sum(-1)
+
+
+class CategoricalLikelihood(nn.Module):
+    """Categorical likelihood with softmax link, p(y = c | f) = softmax(f)_c.
+
+    Has no parameters; it exists so that classifiers and regressors share the
+    ``log_prob(y, f)`` protocol of the objective and the training loop.
+    """
+
+    def log_prob(self, y, f):
+        """Log-probability of each observed class.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n, 1)
+            Class indices 0..C-1 (any dtype; they are cast to integers).
+        f : torch.Tensor of shape (..., n, C)
+            Logits (e.g. one slice per Monte-Carlo draw).
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (..., n)
+            log softmax(f)[y] in nats.
+        """
+        index = y.long().expand(*f.shape[:-1], 1)
+        return torch.log_softmax(f, dim=-1).gather(-1, index).squeeze(-1)
