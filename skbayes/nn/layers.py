@@ -92,60 +92,58 @@ class MeanFieldLinear(nn.Module):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        rho = _inverse_softplus(posterior_init_scale)
         self.in_features = in_features
         self.out_features = out_features
         self.prior_scale = float(prior_scale)
-        self.weight_mu = nn.Parameter(
-            _uniform_init((in_features, out_features), bound, generator, factory)
+        # Weights and bias in one tensor, the bias as the last row, so that one
+        # softplus, one KL and one optimiser slot serve both (fewer small ops
+        # per training step, which dominate the cost of small networks).
+        self.mu = nn.Parameter(_uniform_init((in_features + 1, out_features), bound, generator, factory))
+        self.rho = nn.Parameter(
+            torch.full((in_features + 1, out_features), _inverse_softplus(posterior_init_scale), **factory)
         )
-        self.weight_rho = nn.Parameter(
-            torch.full((in_features, out_features), rho, **factory)
-        )
-        self.bias_mu = nn.Parameter(_uniform_init((out_features,), bound, generator, factory))
-        self.bias_rho = nn.Parameter(torch.full((out_features,), rho, **factory))
+
+    @property
+    def weight_mu(self):
+        """Posterior mean of the weights, (in_features, out_features)."""
+        return self.mu[:-1]
+
+    @property
+    def bias_mu(self):
+        """Posterior mean of the biases, (out_features,)."""
+        return self.mu[-1]
 
     @property
     def weight_sigma(self):
         """Posterior standard deviation of the weights, (in_features, out_features)."""
-        return F.softplus(self.weight_rho)
+        return F.softplus(self.rho[:-1])
 
     @property
     def bias_sigma(self):
         """Posterior standard deviation of the biases, (out_features,)."""
-        return F.softplus(self.bias_rho)
+        return F.softplus(self.rho[-1])
 
     def forward(self, x, generator=None, sample=True):
-        mean = torch.matmul(x, self.weight_mu) + self.bias_mu
-        if not sample:
-            return mean
-        # [Kingma2015] eq. 6: the pre-activation variance of each row.
-        var = torch.matmul(x * x, self.weight_sigma**2) + self.bias_sigma**2
-        eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        return mean + var.sqrt() * eps
+        shape = (*x.shape[:-1], self.out_features)
+        x = x.reshape(-1, self.in_features)
+        mean = torch.addmm(self.mu[-1], x, self.mu[:-1])
+        if sample:
+            # [Kingma2015] eq. 6: the pre-activation variance of each row.
+            var = F.softplus(self.rho) ** 2
+            var = torch.addmm(var[-1], x * x, var[:-1])
+            eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            mean = mean + var.sqrt() * eps
+        return mean.view(shape)
 
     def sample_parameters(self, n_samples, generator=None):
-        w_eps = torch.randn(
-            (n_samples, *self.weight_mu.shape),
-            generator=generator,
-            device=self.weight_mu.device,
-            dtype=self.weight_mu.dtype,
+        eps = torch.randn(
+            (n_samples, *self.mu.shape), generator=generator, device=self.mu.device, dtype=self.mu.dtype
         )
-        b_eps = torch.randn(
-            (n_samples, 1, self.out_features),
-            generator=generator,
-            device=self.bias_mu.device,
-            dtype=self.bias_mu.dtype,
-        )
-        weight = self.weight_mu + self.weight_sigma * w_eps
-        bias = self.bias_mu + self.bias_sigma * b_eps
-        return weight, bias
+        params = self.mu + F.softplus(self.rho) * eps
+        return params[:, :-1], params[:, -1:]
 
     def kl(self):
-        return (
-            kl_normal_normal(self.weight_mu, self.weight_sigma, 0.0, self.prior_scale).sum()
-            + kl_normal_normal(self.bias_mu, self.bias_sigma, 0.0, self.prior_scale).sum()
-        )
+        return kl_normal_normal(self.mu, F.softplus(self.rho), 0.0, self.prior_scale).sum()
 
 
 class DropoutLinear(nn.Module):
