@@ -364,3 +364,16 @@ def test_uci_concrete_split_reaches_a_sane_test_log_likelihood(data_home, infere
     rmse = np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2))
     assert log_lik > -3.3
     assert rmse < 7.0
+
+
+def test_grid_search_with_an_uncertainty_aware_scorer(sine_data):
+    from skbayes.metrics import gaussian_nll, get_scorer
+
+    (X, y), (X_test, y_test) = sine_data
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(max_iter=40, random_state=0))
+    grid = {"bayesianmlpregressor__noise": [0.05, 0.2, 2.0]}
+    search = GridSearchCV(pipe, grid, cv=2, scoring=get_scorer("neg_gaussian_nll")).fit(X, y)
+    # The noise level the data were generated with wins on held-out NLL.
+    assert search.best_params_ == {"bayesianmlpregressor__noise": 0.2}
+    mean, std = search.best_estimator_.predict(X_test, return_std=True)
+    assert search.score(X_test, y_test) == pytest.approx(-gaussian_nll(y_test, mean, y_std=std))
