@@ -45,3 +45,16 @@ def test_parameter_constraints_cover_every_parameter(cls):
 
 def test_every_public_estimator_has_fast_check_params():
     assert {cls.__name__ for cls in _public_estimators()} <= set(INIT_PARAMS)
+
+
+@pytest.mark.parametrize("cls", _public_estimators(), ids=lambda c: c.__name__)
+def test_fitted_attributes_are_documented(cls):
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 3), np.arange(30) % 2
+    estimator = cls(**{**INIT_PARAMS[cls.__name__], "max_iter": 2}).fit(X, y)
+    fitted = {name for name in vars(estimator) if name.endswith("_") and not name.startswith("_")}
+    attributes_section = cls.__doc__.split("Attributes\n    ----------")[1].split("See Also")[0]
+    documented = {line.split(" : ")[0].strip() for line in attributes_section.splitlines() if " : " in line}
+    assert fitted <= documented, f"undocumented fitted attributes: {sorted(fitted - documented)}"
