@@ -64,6 +64,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import get_uci_split, load_uci
+from skbayes.metrics import gaussian_nll, interval_coverage
 
 NOMINAL_LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 2)  # 0.1 ... 0.9 for the calibration curve
 COVERAGE = 0.95
@@ -117,10 +118,13 @@ def gaussian_summary(mean, std, y):
     z = norm.ppf(0.5 + COVERAGE / 2)
     lower, upper = mean - z * std, mean + z * std
     return {
-        "ll": float(np.mean(norm.logpdf(y, loc=mean, scale=std))),
+        "ll": -gaussian_nll(y, mean, y_std=std),
         "lower": lower,
         "upper": upper,
-        "observed": [float(np.mean(np.abs(y - mean) <= norm.ppf(0.5 + p / 2) * std)) for p in NOMINAL_LEVELS],
+        "observed": [
+            interval_coverage(y, mean - norm.ppf(0.5 + p / 2) * std, mean + norm.ppf(0.5 + p / 2) * std)
+            for p in NOMINAL_LEVELS
+        ],
     }
 
 
@@ -133,7 +137,7 @@ def evaluate_bayesian(pipe, X_test, y_test):
     observed = []
     for p in NOMINAL_LEVELS:
         lo, hi = model.predict_interval(Xt, coverage=p)
-        observed.append(float(np.mean((y_test >= lo) & (y_test <= hi))))
+        observed.append(interval_coverage(y_test, lo, hi))
     return {
         "mean": mean,
         "std": std,
@@ -190,7 +194,7 @@ def main(argv=None):
             res = {"mean": mean, "std": std, **gaussian_summary(mean, std, y_test)}
             res["extra"] = ""
         res["rmse"] = float(np.sqrt(np.mean((res["mean"] - y_test) ** 2)))
-        res["coverage"] = float(np.mean((y_test >= res["lower"]) & (y_test <= res["upper"])))
+        res["coverage"] = interval_coverage(y_test, res["lower"], res["upper"])
         res["width"] = float(np.mean(res["upper"] - res["lower"]))
         res["fit_time"] = fit_time
         results[name] = res

@@ -1,0 +1,92 @@
+"""Engine modules on tensors: closed forms and Monte-Carlo moments."""
+
+import math
+
+import pytest
+import torch
+
+from skbayes.nn import (
+    BayesianMLP,
+    CategoricalLikelihood,
+    DropoutLinear,
+    GaussianLikelihood,
+    MeanFieldLinear,
+    kl_normal_normal,
+    negative_elbo,
+)
+
+
+def test_kl_normal_normal_matches_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    mu_q, mu_p = torch.randn(20, generator=g), torch.randn(20, generator=g)
+    s_q, s_p = torch.rand(20, generator=g) + 0.1, torch.rand(20, generator=g) + 0.1
+    expected = torch.distributions.kl_divergence(torch.distributions.Normal(mu_q, s_q), torch.distributions.Normal(mu_p, s_p))
+    torch.testing.assert_close(kl_normal_normal(mu_q, s_q, mu_p, s_p), expected)
+    assert float(kl_normal_normal(mu_q, s_q, mu_q, s_q).abs().max()) < 1e-6
+
+
+def _layer(cls, **kw):
+    return cls(3, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64, **kw)
+
+
+def test_local_reparameterisation_has_the_moments_of_weight_sampling():
+    layer = _layer(MeanFieldLinear, posterior_init_scale=0.3)
+    x = torch.tensor([[0.5, -1.0, 2.0]], dtype=torch.float64)
+    g = torch.Generator().manual_seed(1)
+    local = layer(x.expand(200_000, 3), generator=g).detach()
+    weight, bias = layer.sample_parameters(200_000, generator=g)
+    global_ = (x @ weight + bias).squeeze(1).detach()
+    exact_mean = (x @ layer.weight_mu + layer.bias_mu).detach()[0]
+    exact_var = ((x**2) @ layer.weight_sigma**2 + layer.bias_sigma**2).detach()[0]
+    for draws in (local, global_):
+        torch.testing.assert_close(draws.mean(0), exact_mean, atol=0.01, rtol=0)
+        torch.testing.assert_close(draws.var(0), exact_var, rtol=0.02, atol=0)
+
+
+def test_mean_field_kl_is_the_sum_over_weights_and_biases():
+    layer = _layer(MeanFieldLinear, prior_scale=0.7, posterior_init_scale=0.2)
+    expected = sum(
+        float(torch.distributions.kl_divergence(torch.distributions.Normal(m, s), torch.distributions.Normal(0.0, 0.7)).sum())
+        for m, s in ((layer.weight_mu, layer.weight_sigma), (layer.bias_mu, layer.bias_sigma))
+    )
+    assert float(layer.kl()) == pytest.approx(expected, rel=1e-7)
+
+
+def test_dropout_masks_keep_the_stated_fraction_and_rescale():
+    layer = _layer(DropoutLinear, dropout_rate=0.25)
+    weight, _ = layer.sample_parameters(40_000, generator=torch.Generator().manual_seed(0))
+    kept = (weight != 0).double().mean()
+    assert float(kept) == pytest.approx(0.75, abs=0.01)
+    # kept rows are scaled by 1/(1-p), so the expected weight is the stored one
+    torch.testing.assert_close(weight.mean(0), layer.weight.detach(), atol=0.02, rtol=0)
+
+
+def test_forward_with_evaluates_each_row_independently():
+    net = BayesianMLP(3, [8], 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    params = net.sample_parameters(5, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    together = net.forward_with(x, params)
+    one_by_one = torch.cat([net.forward_with(x[i : i + 1], params) for i in range(7)], dim=1)
+    assert together.shape == (5, 7, 2)
+    torch.testing.assert_close(together, one_by_one)
+
+
+def test_gaussian_likelihood_log_prob():
+    lik = GaussianLikelihood(2, noise_std=0.5, dtype=torch.float64)
+    y, f = torch.tensor([[1.0, 2.0]], dtype=torch.float64), torch.tensor([[0.0, 2.5]], dtype=torch.float64)
+    expected = sum(-0.5 * ((a - b) / 0.5) ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi) for a, b in ((1, 0), (2, 2.5)))
+    assert float(lik.log_prob(y, f)) == pytest.approx(expected, rel=1e-10)
+    assert float(lik.noise_std[0]) == pytest.approx(0.5, rel=1e-10)
+
+
+def test_categorical_likelihood_broadcasts_over_draws():
+    f = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(0))
+    y = torch.tensor([[0.0], [2.0], [1.0], [1.0], [0.0], [2.0]])
+    log_p = CategoricalLikelihood().log_prob(y, f)
+    assert log_p.shape == (4, 6)
+    torch.testing.assert_close(log_p[2, 1], torch.log_softmax(f[2, 1], -1)[2])
+
+
+def test_negative_elbo_scales_the_kl_by_the_data_size():
+    log_lik = torch.tensor([[-1.0, -2.0, -3.0]])
+    assert float(negative_elbo(log_lik, torch.tensor(50.0), 100)) == pytest.approx(2.0 + 0.5)

@@ -1,0 +1,80 @@
+"""The shared training loop on a toy objective."""
+
+import warnings
+
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+from skbayes._training import fit_loop
+
+
+def _problem(target=3.0):
+    param = torch.nn.Parameter(torch.zeros(1))
+    module = torch.nn.Module()
+    module.param = param
+    data = torch.full((64,), target)
+
+    def loss_fn(idx):
+        return ((param - data[idx]) ** 2).mean()
+
+    return module, loss_fn
+
+
+def _fit(loss_fn, trained, **kw):
+    options = dict(batch_size=16, max_iter=200, generator=torch.Generator().manual_seed(0), tol=1e-6, n_iter_no_change=5)
+    options.update(kw)
+    return fit_loop(loss_fn, torch.optim.Adam(trained.parameters(), lr=0.1), 64, **options)
+
+
+def test_minimises_and_stops_when_the_loss_stops_improving():
+    module, loss_fn = _problem()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = _fit(loss_fn, module)
+    assert result.stopped_early and result.n_iter < 200
+    assert len(result.loss_curve) == result.n_iter
+    assert float(module.param) == pytest.approx(3.0, abs=0.15)
+    assert result.best_loss == min(result.loss_curve)
+
+
+def test_warns_when_max_iter_is_reached():
+    module, loss_fn = _problem()
+    with pytest.warns(ConvergenceWarning, match=r"maximum number of epochs \(3\)"):
+        result = _fit(loss_fn, module, max_iter=3)
+    assert result.n_iter == 3 and not result.stopped_early
+
+
+def test_non_finite_loss_raises_with_the_epoch():
+    module, _ = _problem()
+    with pytest.raises(ValueError, match="became nan at epoch 1"):
+        _fit(lambda idx: module.param.sum() * float("nan"), module)
+
+
+def test_early_stopping_restores_the_best_state():
+    module, loss_fn = _problem()
+    scores = iter([1.0, 5.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    snapshots = []
+
+    def validation_score_fn():
+        snapshots.append(float(module.param))
+        return next(scores)
+
+    result = _fit(loss_fn, module, validation_score_fn=validation_score_fn, module=module, n_iter_no_change=3)
+    assert result.best_validation_score == 5.0 and result.n_iter == 6
+    assert float(module.param) == snapshots[1]
+
+
+def test_keyboard_interrupt_keeps_a_usable_model():
+    module, loss_fn = _problem()
+    calls = {"n": 0}
+
+    def interrupted(idx):
+        calls["n"] += 1
+        if calls["n"] == 10:
+            raise KeyboardInterrupt
+        return loss_fn(idx)
+
+    with pytest.warns(UserWarning, match="interrupted by the user after 2 epochs"):
+        result = _fit(interrupted, module)
+    assert result.n_iter == 2 and float(module.param) != 0.0
