@@ -1,8 +1,9 @@
 """skbayes: scikit-learn compatible Bayesian deep learning estimators on PyTorch."""
 
 from .base import DeviceWarning
+from .gaussian_process import SparseGPRegressor
 from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "DeviceWarning", "__version__"]
+__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "DeviceWarning", "SparseGPRegressor", "__version__"]

@@ -12,9 +12,10 @@ import warnings
 
 import numpy as np
 import torch
+from scipy.stats import norm
 from torch import nn
 
-__all__ = ["DeviceWarning", "TorchEstimatorMixin"]
+__all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin"]
 
 
 class DeviceWarning(UserWarning):
@@ -108,3 +109,50 @@ class TorchEstimatorMixin:
             value = getattr(self, name, None)
             if isinstance(value, (nn.Module, torch.Tensor)):
                 setattr(self, name, value.to(device))
+
+
+class PredictiveRegressorMixin:
+    """Standard deviations and intervals for regressors with ``predict_uncertainty``.
+
+    The regressor provides ``predict_uncertainty(X)`` returning a Bunch with
+    ``mean`` and ``std`` (noise included) and ``predict(X, return_std=True)``.
+    """
+
+    def predict_std(self, X):
+        """Predictive standard deviation (epistemic + aleatoric), units of y.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_std : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        return self.predict_uncertainty(X).std
+
+    def predict_interval(self, X, coverage=0.95):
+        """Central interval of the Gaussian with the predictive mean and std.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        coverage : float, default=0.95
+            Nominal probability in (0, 1) that a new y falls inside.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            ``mean -/+ z * std`` with z the (1 + coverage) / 2 normal quantile,
+            in the units of y.
+
+        Raises
+        ------
+        ValueError
+            If ``coverage`` is not in (0, 1).
+        """
+        if not 0 < coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1); got {coverage!r}.")
+        mean, std = self.predict(X, return_std=True)
+        z = norm.ppf(0.5 + coverage / 2)
+        return mean - z * std, mean + z * std

@@ -4,20 +4,20 @@ from numbers import Real
 
 import numpy as np
 import torch
-from scipy.stats import norm
 from sklearn.base import RegressorMixin
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import Interval, StrOptions, _fit_context
 from ..nn import GaussianLikelihood
+from ..base import PredictiveRegressorMixin
 from ._base import BaseBayesianMLP
 
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
 
 
-class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
+class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron regressor trained by variational inference.
 
     The weights get a zero-mean Gaussian prior and an approximate posterior q
@@ -340,39 +340,6 @@ class BayesianMLPRegressor(RegressorMixin, BaseBayesianMLP):
             return self._output(torch.cat(means).cpu().numpy() * self._y_scale + self._y_mean)
         result = self.predict_uncertainty(X)
         return result.mean, result.std
-
-    def predict_std(self, X):
-        """Predictive standard deviation (epistemic + aleatoric), units of y.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_std : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-        """
-        return self.predict_uncertainty(X).std
-
-    def predict_interval(self, X, coverage=0.95):
-        """Central predictive interval from the Gaussian with the predictive moments.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        coverage : float, default=0.95
-            Nominal probability in (0, 1) that a new y falls inside.
-
-        Returns
-        -------
-        lower, upper : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            ``mean -/+ z * std`` with z the (1 + coverage) / 2 normal quantile.
-        """
-        if not 0 < coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1); got {coverage!r}.")
-        mean, std = self.predict(X, return_std=True)
-        z = norm.ppf(0.5 + coverage / 2)
-        return mean - z * std, mean + z * std
 
     def sample_y(self, X, n_samples=1, random_state=0):
         """Draw targets from the posterior predictive distribution.

@@ -7,17 +7,22 @@ their docstrings.
 """
 
 from .divergences import kl_normal_normal
+from .kernels import MaternKernel, RBFKernel
 from .layers import DropoutLinear, MeanFieldLinear
 from .likelihoods import CategoricalLikelihood, GaussianLikelihood
 from .mlp import BayesianMLP
 from .objectives import negative_elbo
+from .sparse_gp import SVGP
 
 __all__ = [
     "BayesianMLP",
     "CategoricalLikelihood",
     "DropoutLinear",
     "GaussianLikelihood",
+    "MaternKernel",
     "MeanFieldLinear",
+    "RBFKernel",
+    "SVGP",
     "kl_normal_normal",
     "negative_elbo",
 ]

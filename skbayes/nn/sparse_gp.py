@@ -1,0 +1,307 @@
+r"""Sparse variational Gaussian process (SVGP) with a whitened q(u).
+
+The latent function f ~ GP(c, k) (constant mean c) is summarised by its values
+u = f(Z) at M inducing inputs Z. With L_zz = chol(K_zz) the inducing values are
+whitened, u = L_zz v with p(v) = N(0, I), and the variational distribution is
+q(v) = N(m, S), S = L L^T, L lower-triangular with a positive diagonal
+([Hensman2015]_, section 3; [Matthews2017]_, section 3.4). Conditioning
+p(f | u) on q gives independent Gaussian marginals q(f(x)) = N(mu, s^2) with
+(seed 003, eq. 6.7, in whitened form)
+
+.. math::
+
+    A = L_{zz}^{-1} K_{zx}, \qquad
+    \mu = c + A^\top m, \qquad
+    s^2 = k(x, x) - \mathrm{diag}(A^\top A) + \mathrm{diag}(A^\top S A).
+
+The evidence lower bound is ([Hensman2013]_, section 3; seed 003, eq. 6.2)
+
+.. math::
+
+    \mathcal L = \sum_{n=1}^N \mathbb E_{q(f_n)}[\log p(y_n \mid f_n)]
+                 - \mathrm{KL}(q(v) \,\|\, \mathcal N(0, I)),
+
+which splits over data points, so that a minibatch gives an unbiased estimate
+(:func:`~skbayes.nn.negative_elbo`). For Gaussian noise the expectation is in
+closed form, E_q[log N(y | f, sigma^2)] = log N(y | mu, sigma^2) - s^2 /
+(2 sigma^2), and so is the optimal q(v) for fixed hyperparameters
+([Titsias2009]_; seed 003, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
+
+References
+----------
+.. [Titsias2009] M. Titsias, "Variational learning of inducing variables in
+   sparse Gaussian processes", AISTATS 2009.
+.. [Hensman2013] J. Hensman, N. Fusi and N. D. Lawrence, "Gaussian processes
+   for big data", UAI 2013.
+.. [Hensman2015] J. Hensman, A. G. de G. Matthews, M. Filippone and
+   Z. Ghahramani, "MCMC for variationally sparse Gaussian processes",
+   NeurIPS 2015.
+.. [Matthews2017] A. G. de G. Matthews, "Scalable Gaussian process inference
+   using variational methods", PhD thesis, University of Cambridge, 2017.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .kernels import _inverse_softplus
+
+__all__ = ["SVGP", "cholesky", "gaussian_expected_log_lik"]
+
+# Relative jitter added to K_zz before its Cholesky factorisation.
+_JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
+
+
+def cholesky(matrix, jitter=1e-6, max_tries=4):
+    """Lower Cholesky factor of a symmetric positive (semi-)definite matrix.
+
+    Adds ``jitter * mean(diag(matrix))`` to the diagonal, and if the
+    factorisation still fails retries with ten times more, ``max_tries``
+    times in all (the psd-safe Cholesky of GPyTorch and GPflow).
+
+    Parameters
+    ----------
+    matrix : torch.Tensor of shape (n, n)
+    jitter : float, default=1e-6
+        First relative jitter. 0 first tries the matrix as it is, then the
+        relative jitters 1e-6, 1e-5, ...
+    max_tries : int, default=4
+        Number of factorisations tried.
+
+    Returns
+    -------
+    chol : torch.Tensor of shape (n, n)
+        Lower-triangular, ``chol @ chol.T = matrix + j * mean(diag) * I``
+        with j the first relative jitter that worked.
+
+    Raises
+    ------
+    ValueError
+        If the matrix is not positive definite even with the largest jitter;
+        the message names the usual fixes.
+    """
+    scale = matrix.diagonal().mean().detach().clamp_min(torch.finfo(matrix.dtype).tiny)
+    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
+    if jitter > 0:
+        jitters = [jitter * 10**k for k in range(max_tries)]
+    else:
+        jitters = [0.0] + [1e-6 * 10**k for k in range(max_tries - 1)]
+    for relative in jitters:
+        chol, info = torch.linalg.cholesky_ex(matrix + relative * scale * eye)
+        if not info.any():
+            return chol
+    raise ValueError(
+        f"The {matrix.shape[-1]}x{matrix.shape[-1]} covariance matrix is not positive "
+        f"definite even with a jitter of {relative:.0e} x its mean diagonal "
+        f"(dtype {str(matrix.dtype).removeprefix('torch.')}). Inducing points that "
+        "(nearly) coincide, or length-scales far longer than the spread of X, cause "
+        "this: use dtype='float64', fewer inducing points (n_inducing), or "
+        "standardise X (e.g. with StandardScaler)."
+    )
+
+
+def gaussian_expected_log_lik(likelihood, y, f_mean, f_var):
+    r"""E_{N(f | mu, s^2)}[log N(y | f, sigma^2)] for each observation.
+
+    .. math::
+
+        \log \mathcal N(y \mid \mu, \sigma^2) - \frac{s^2}{2 \sigma^2}
+
+    ([Hensman2013]_, section 3; the expectation of a Gaussian log-density
+    under a Gaussian is exact).
+
+    Parameters
+    ----------
+    likelihood : skbayes.nn.GaussianLikelihood
+        With one output; supplies sigma and log N(y | mu, sigma^2).
+    y, f_mean, f_var : torch.Tensor of shape (n,)
+        Targets, and the mean and variance of q(f) at the same rows.
+
+    Returns
+    -------
+    expected_log_lik : torch.Tensor of shape (n,)
+        In nats.
+    """
+    noise_var = likelihood.noise_std[0].square()
+    return likelihood.log_prob(y[:, None], f_mean[:, None]) - f_var / (2.0 * noise_var)
+
+
+class SVGP(nn.Module):
+    r"""Whitened sparse variational GP over one latent function.
+
+    See the module docstring for the model. The module is built from shapes
+    only; copy the initial inducing inputs into ``inducing_points`` and,
+    optionally, set q to its optimum with :meth:`set_optimal_q_`.
+
+    Parameters
+    ----------
+    kernel : torch.nn.Module
+        Covariance function with ``forward(x1, x2) -> (n1, n2)`` and
+        ``diag(x) -> (n,)``, e.g. :class:`~skbayes.nn.kernels.RBFKernel`.
+    n_inducing : int
+        Number M of inducing points.
+    n_features : int
+        Input dimension d.
+    mean : {"constant", "zero"}, default="constant"
+        Prior mean function c of f.
+    learn_inducing : bool, default=True
+        Make Z a trainable parameter (otherwise a buffer).
+    learn_mean : bool, default=True
+        Make the constant mean trainable (only with ``mean="constant"``).
+    jitter : float, optional
+        Relative jitter of the Cholesky of K_zz (see :func:`cholesky`);
+        default 1e-6 in float64 and 1e-4 in float32.
+    device, dtype : optional
+        Where and in which precision the parameters live.
+
+    Attributes
+    ----------
+    inducing_points : torch.Tensor of shape (M, d)
+        Z, zeros until set.
+    q_mean : torch.nn.Parameter of shape (M,)
+        m, the mean of q(v); starts at 0 (q = prior).
+    raw_q_scale_tril : torch.nn.Parameter of shape (M, M)
+        Its strictly lower triangle is that of L, its diagonal is mapped
+        through softplus, its upper triangle is unused.
+    mean_constant : torch.Tensor, scalar
+        c, starts at 0.
+    """
+
+    def __init__(
+        self,
+        kernel,
+        n_inducing,
+        n_features,
+        *,
+        mean="constant",
+        learn_inducing=True,
+        learn_mean=True,
+        jitter=None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if mean not in ("constant", "zero"):
+            raise ValueError(f"mean must be 'constant' or 'zero'; got {mean!r}.")
+        factory = {"device": device, "dtype": dtype}
+        self.kernel = kernel
+        self.jitter = _JITTER.get(dtype or torch.get_default_dtype(), 1e-6) if jitter is None else jitter
+        inducing = torch.zeros(n_inducing, n_features, **factory)
+        if learn_inducing:
+            self.inducing_points = nn.Parameter(inducing)
+        else:
+            self.register_buffer("inducing_points", inducing)
+        self.q_mean = nn.Parameter(torch.zeros(n_inducing, **factory))
+        raw_one = float(_inverse_softplus(1.0))
+        self.raw_q_scale_tril = nn.Parameter(torch.eye(n_inducing, **factory) * raw_one)
+        constant = torch.zeros((), **factory)
+        if mean == "constant" and learn_mean:
+            self.mean_constant = nn.Parameter(constant)
+        else:
+            self.register_buffer("mean_constant", constant)
+
+    @property
+    def n_inducing(self):
+        """Number M of inducing points."""
+        return self.q_mean.shape[0]
+
+    @property
+    def q_scale_tril(self):
+        """L, lower-triangular with a positive diagonal, shape (M, M); S = L L^T."""
+        raw = self.raw_q_scale_tril
+        return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal()))
+
+    def chol_zz(self):
+        """L_zz = chol(K_zz + jitter), shape (M, M)."""
+        z = self.inducing_points
+        return cholesky(self.kernel(z, z), self.jitter)
+
+    def _whitened_cross(self, x, chol_zz):
+        # A = L_zz^{-1} K_zx, shape (M, n)
+        kzx = self.kernel(self.inducing_points, x)
+        return torch.linalg.solve_triangular(chol_zz, kzx, upper=False)
+
+    def predict_f(self, x, full_cov=False, chol_zz=None):
+        """Mean and (co)variance of q(f) at the rows of ``x``.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, d)
+        full_cov : bool, default=False
+            Return the (n, n) covariance instead of the marginal variances.
+        chol_zz : torch.Tensor of shape (M, M), optional
+            A precomputed :meth:`chol_zz`, to share it across row blocks.
+
+        Returns
+        -------
+        mean : torch.Tensor of shape (n,)
+        var : torch.Tensor of shape (n,), or cov of shape (n, n)
+            Marginal variances (clipped at 0 against round-off), or the
+            covariance when ``full_cov``.
+        """
+        if chol_zz is None:
+            chol_zz = self.chol_zz()
+        a = self._whitened_cross(x, chol_zz)
+        b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
+        mean = a.T @ self.q_mean + self.mean_constant  # seed 003, eq. 6.7 (mean)
+        if full_cov:
+            return mean, self.kernel(x, x) - a.T @ a + b.T @ b
+        var = self.kernel.diag(x) - a.square().sum(0) + b.square().sum(0)  # seed 003, eq. 6.7 (variance)
+        return mean, var.clamp_min(0.0)
+
+    def kl(self):
+        r"""KL(N(m, S) || N(0, I)) in nats, a scalar.
+
+        .. math::
+
+            \tfrac12 \left(\mathrm{tr}\, S + m^\top m - M - \log\det S\right),
+            \qquad \log\det S = 2 \textstyle\sum_i \log L_{ii}.
+        """
+        tril = self.q_scale_tril
+        log_det = 2.0 * tril.diagonal().log().sum()
+        return 0.5 * (tril.square().sum() + self.q_mean.square().sum() - self.n_inducing - log_det)
+
+    @torch.no_grad()
+    def set_optimal_q_(self, x, y, noise_var, block_size=4096):
+        r"""Set q(v) to the optimum of the ELBO for the current Z and hyperparameters.
+
+        With Gaussian noise the bound is maximised by the posterior of the
+        linear model y = c + A^T v + noise ([Titsias2009]_; seed 003, eq. 6.6
+        in whitened form):
+
+        .. math::
+
+            S = \left(I + \sigma^{-2} A A^\top\right)^{-1}, \qquad
+            m = \sigma^{-2} S A (y - c).
+
+        A A^T is accumulated over row blocks: O(N M^2) time, O(M^2 + M *
+        block_size) memory.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (N, d)
+        y : torch.Tensor of shape (N,)
+        noise_var : float or torch.Tensor
+            Noise variance sigma^2.
+        block_size : int, default=4096
+            Rows per block.
+
+        Returns
+        -------
+        self : SVGP
+        """
+        chol_zz = self.chol_zz()
+        precision = torch.zeros_like(chol_zz)
+        projection = torch.zeros_like(self.q_mean)
+        for start in range(0, x.shape[0], block_size):
+            a = self._whitened_cross(x[start : start + block_size], chol_zz)
+            precision += a @ a.T
+            projection += a @ (y[start : start + block_size] - self.mean_constant)
+        precision = torch.eye(self.n_inducing, dtype=precision.dtype, device=precision.device) + precision / noise_var
+        chol_precision = cholesky(precision, jitter=0.0)
+        mean = torch.cholesky_solve(projection[:, None] / noise_var, chol_precision)[:, 0]
+        scale_tril = cholesky(torch.cholesky_inverse(chol_precision), jitter=0.0)
+        self.q_mean.copy_(mean)
+        self.raw_q_scale_tril.copy_(torch.tril(scale_tril, -1))
+        self.raw_q_scale_tril.diagonal().copy_(_inverse_softplus(scale_tril.diagonal()))
+        return self
