@@ -13,6 +13,10 @@ y standardised with the training statistics) it times full training runs of
   (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
   (32 up to 2,000 rows, else 128) and the same loop structure (fresh
   permutation each epoch, index the full tensors, accumulate the epoch loss);
+* a bare PyTorch mean-field Bayes-by-Backprop loop of the same size (local
+  reparameterisation, closed-form KL, learned noise), the same model and
+  objective as ``inference="mfvi"`` written without the estimator, to tell
+  the cost of the method from the cost of the wrapper;
 * scikit-learn's ``MLPRegressor`` (50 hidden units, adam, same batch size and
   epochs, no early stopping) as an outside reference point,
 
@@ -147,6 +151,56 @@ def time_torch_mlp(X, y, dtype, epochs, batch_size, device):
     return (time.perf_counter() - start) / epochs
 
 
+def time_torch_bbb(X, y, dtype, epochs, batch_size, device):
+    """A bare PyTorch mean-field BBB loop written from scratch, as a user would.
+
+    Same size and data as the MLP; local reparameterisation, closed-form KL to
+    N(0, 1) divided by N, learned Gaussian noise: the same model and objective
+    as ``BayesianMLPRegressor(inference="mfvi")``, without the estimator.
+    """
+    torch_dtype = getattr(torch, dtype)
+    start = time.perf_counter()
+    torch.manual_seed(0)
+    kw = {"dtype": torch_dtype, "device": device}
+    X_t, y_t = torch.tensor(X, **kw), torch.tensor(y.reshape(-1, 1), **kw)
+    sizes = [(X.shape[1], HIDDEN), (HIDDEN, 1)]
+    mus = [torch.nn.Parameter(torch.empty(a, b, **kw).uniform_(-a**-0.5, a**-0.5)) for a, b in sizes]
+    rhos = [torch.nn.Parameter(torch.full((a, b), -6.9, **kw)) for a, b in sizes]
+    bias_mus = [torch.nn.Parameter(torch.zeros(b, **kw)) for _, b in sizes]
+    bias_rhos = [torch.nn.Parameter(torch.full((b,), -6.9, **kw)) for _, b in sizes]
+    raw_noise = torch.nn.Parameter(torch.tensor(-2.25, **kw))
+    params = [*mus, *rhos, *bias_mus, *bias_rhos, raw_noise]
+    optimizer = torch.optim.Adam(params, lr=LEARNING_RATE)
+    normal = torch.distributions.Normal(torch.zeros((), **kw), torch.ones((), **kw))
+    generator = torch.Generator().manual_seed(0)
+    n = len(X_t)
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=generator).to(device)
+        total = 0.0
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            optimizer.zero_grad(set_to_none=True)
+            h = X_t[idx]
+            kl = 0.0
+            for layer, (mu, rho, b_mu, b_rho) in enumerate(zip(mus, rhos, bias_mus, bias_rhos)):
+                if layer:
+                    h = torch.relu(h)
+                sigma, b_sigma = torch.nn.functional.softplus(rho), torch.nn.functional.softplus(b_rho)
+                mean = h @ mu + b_mu
+                std = ((h * h) @ sigma**2 + b_sigma**2).sqrt()
+                h = mean + std * torch.randn_like(mean)
+                for m, s in ((mu, sigma), (b_mu, b_sigma)):
+                    kl = kl + torch.distributions.kl_divergence(torch.distributions.Normal(m, s), normal).sum()
+            noise = torch.nn.functional.softplus(raw_noise)
+            nll = -torch.distributions.Normal(h, noise).log_prob(y_t[idx]).mean()
+            loss = nll + kl / n
+            loss.backward()
+            optimizer.step()
+            total += loss.detach() * len(idx)
+        float(total)
+    return (time.perf_counter() - start) / epochs
+
+
 def time_sklearn_mlp(X, y, epochs, batch_size):
     model = MLPRegressor(
         hidden_layer_sizes=(HIDDEN,), solver="adam", learning_rate_init=LEARNING_RATE,
@@ -192,6 +246,8 @@ def main(argv=None):
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mfvi", dt, e, args.device))
         configs[f"BayesianMLPRegressor mc_dropout [{dtype}]"] = (
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mc_dropout", dt, e, args.device))
+        configs[f"bare PyTorch mean-field BBB [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_bbb(Xd, yd, dt, e, batch_size, args.device))
         configs[f"bare PyTorch MLP [{dtype}]"] = (
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_mlp(Xd, yd, dt, e, batch_size, args.device))
     configs["sklearn MLPRegressor [float64]"] = ("float64", lambda e: time_sklearn_mlp(X, y, e, batch_size))
