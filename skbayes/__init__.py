@@ -1,9 +1,10 @@
 """skbayes: scikit-learn compatible Bayesian deep learning estimators on PyTorch."""
 
 from .base import DeviceWarning
+from .decomposition import VAE
 from .gaussian_process import SparseGPRegressor
 from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "DeviceWarning", "SparseGPRegressor", "__version__"]
+__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "DeviceWarning", "SparseGPRegressor", "VAE", "__version__"]

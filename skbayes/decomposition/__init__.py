@@ -1,0 +1,5 @@
+"""Latent-variable transformers."""
+
+from ._vae import VAE
+
+__all__ = ["VAE"]

@@ -1,0 +1,723 @@
+"""VAE: a (conditional) variational autoencoder as a scikit-learn transformer."""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_array, check_random_state, column_or_1d
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._param_validation import Interval, StrOptions, _fit_context
+from .._training import fit_loop
+from ..base import TorchEstimatorMixin
+from ..nn import negative_elbo
+from ..nn.vae import VAEModule
+
+# Rows x latent draws x units held at once when predicting (~32 MB in float64).
+_PREDICT_BLOCK = 2**22
+# Quasi-Monte-Carlo latent points of the expected log-likelihood in score_samples
+# (a power of two keeps the Sobol points balanced), and of the validation ELBO.
+_N_QMC_SCORE = 128
+_N_QMC_VALIDATION = 16
+# Keeps the uniform Sobol coordinates away from 0 and 1 before the normal quantile.
+_QMC_CLIP = 1e-12
+# Clip of the pixel means whose logits initialise the Bernoulli decoder's bias.
+_BERNOULLI_BIAS_CLIP = 1e-3
+
+
+class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin, BaseEstimator):
+    """Variational autoencoder: a non-linear latent-variable model as a transformer.
+
+    The data are modelled as x ~ p(x | z) with a latent z ~ N(0, I) of
+    dimension ``n_components`` and an MLP decoder; an MLP encoder gives the
+    approximate posterior q(z | x) = N(mu(x), diag sigma(x)^2). Both are
+    fitted together by maximising the evidence lower bound (ELBO) with Adam
+    on minibatches, with one reparameterised latent draw per row and the KL
+    in closed form (AEVB, [Kingma2014]_). ``transform`` returns the posterior
+    means, ``inverse_transform`` decodes, ``sample`` generates, and
+    ``score_samples`` / ``log_likelihood_iwae`` give per-row lower bounds on
+    log p(x) in nats.
+
+    With ``conditional=True``, ``fit(X, y)`` fits a conditional VAE
+    [Sohn2015]_: the one-hot class label is concatenated to the encoder's
+    input and to the decoder's input, so that ``sample(y=...)`` generates
+    examples of a given class.
+
+    Read more in the :doc:`User Guide <vae>` (``doc/vae.md``).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        Latent dimension k.
+    hidden_layer_sizes : array-like of int or int, default=(200,)
+        Encoder hidden widths; the decoder mirrors them (784-200-k-200-784 on
+        MNIST in seed 000, section 5). ``()`` gives a linear encoder and
+        decoder (with ``likelihood="gaussian"``, a factor-analysis model).
+    likelihood : {"gaussian", "bernoulli"}, default="gaussian"
+        ``"gaussian"``: N(x | f(z), diag sigma^2) with one learned noise
+        standard deviation per feature; X is standardised internally (per
+        feature, with the training mean and std) and every output is in the
+        units of X. ``"bernoulli"``: independent Bernoulli features with
+        logits f(z), for X in [0, 1] (binary data; for grey levels it is the
+        usual cross-entropy objective, not a normalised density).
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity of the hidden layers.
+    beta : float, default=1.0
+        Weight of the KL term in the training objective (beta-VAE
+        [Higgins2017]_ for beta != 1). ``score_samples`` always reports the
+        ELBO (beta = 1).
+    kl_warmup_epochs : int, default=0
+        Number of epochs over which the KL weight rises linearly (per step)
+        from 0 to ``beta``, a remedy for posterior collapse (seed 000,
+        section 4.4). The warm-up epochs always run; stopping rules apply
+        after them.
+    conditional : bool, default=False
+        Fit a conditional VAE on the class labels ``y`` passed to ``fit``;
+        ``transform``, ``inverse_transform``, ``sample``, ``score_samples``,
+        ``score`` and ``log_likelihood_iwae`` then need ``y`` too. When False,
+        ``y`` is ignored everywhere (so the VAE works inside a supervised
+        ``Pipeline``, which passes y to ``fit`` but not to ``transform``).
+    batch_size : int or "auto", default="auto"
+        Minibatch size; ``"auto"`` is ``min(128, n_samples)`` (seed 000,
+        section 5).
+    learning_rate_init : float, default=1e-3
+        Adam step size (seed 000, section 5).
+    max_iter : int, default=200
+        Maximum number of epochs.
+    n_samples_train : int, default=1
+        Reparameterised latent draws per row and step.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the rows and stop when their
+        (beta-)ELBO stops improving (the best weights are restored).
+        Otherwise stop when the training loss stops improving.
+    validation_fraction : float, default=0.1
+        Fraction of rows held out when ``early_stopping``.
+    n_iter_no_change : int, default=10
+        Epochs without an improvement of at least ``tol`` before stopping.
+    tol : float, default=1e-4
+        Minimum improvement of the per-row loss (or validation score), nats.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial weights, minibatch order, training noise and the
+        fixed latent draws of ``score_samples``; the global torch seed is
+        never touched.
+    verbose : bool, default=False
+        Show a progress bar over epochs with the loss.
+    device : str, default="auto"
+        Torch device; ``"auto"`` picks CUDA when available.
+    dtype : {"float32", "float64"} or None, default=None
+        Precision of the computation; None keeps float32 input as float32
+        and uses float64 otherwise on the CPU, float32 on accelerators.
+
+    Attributes
+    ----------
+    module_ : skbayes.nn.vae.VAEModule
+        The fitted ``encoder``, ``decoder`` and ``likelihood``; they work in
+        standardised units of X for ``likelihood="gaussian"``.
+    noise_std_ : ndarray of shape (n_features_in_,) or None
+        Gaussian observation noise standard deviation per feature, in the
+        units of X; None for ``likelihood="bernoulli"``.
+    classes_ : ndarray of shape (n_classes,) or None
+        Class labels of the conditional VAE; None when not ``conditional``.
+    loss_curve_ : list of float
+        Training objective of each epoch: -(mean expected log-likelihood) +
+        beta_t * (mean KL) per row, nats, in standardised units for the
+        Gaussian likelihood; during the warm-up beta_t < beta.
+    n_iter_ : int
+        Number of epochs run, the warm-up included.
+    best_loss_ : float or None
+        Lowest epoch loss after the warm-up (None when ``early_stopping``).
+    validation_scores_ : list of float or None
+        Mean validation (beta-)ELBO per epoch after the warm-up, standardised
+        units (None unless ``early_stopping``).
+    best_validation_score_ : float or None
+        Best of ``validation_scores_``.
+    device_ : torch.device
+        Device the model lives on.
+    dtype_ : str
+        ``"float32"`` or ``"float64"``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string column names.
+
+    See Also
+    --------
+    sklearn.decomposition.PCA : linear, deterministic dimensionality reduction.
+    sklearn.decomposition.FactorAnalysis : the linear-Gaussian latent model.
+
+    Notes
+    -----
+    The per-row training objective on a minibatch B is
+
+        -(1/|B|) sum_{i in B} log p(x_i | mu_i + sigma_i * eps_i)
+        + beta_t (1/|B|) sum_{i in B} KL(q(z | x_i) || N(0, I)),
+
+    the negative ELBO of seed 000, eq. 4.9 per row (the latents are local,
+    so the KL is averaged over the batch). ``score_samples`` (scrambled
+    Sobol points [Owen1998]_, fixed at fit) and ``log_likelihood_iwae``
+    (independent draws, seeded per call) share their latent noise across
+    rows, so each row's value is a valid estimate for that row that depends
+    neither on the other rows nor on their order; the errors of different
+    rows are correlated, so averaging over rows does not shrink them.
+
+    References
+    ----------
+    .. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
+       Bayes", ICLR 2014.
+    .. [Sohn2015] K. Sohn, H. Lee and X. Yan, "Learning structured output
+       representation using deep conditional generative models", NeurIPS 2015.
+    .. [Burda2016] Y. Burda, R. Grosse and R. Salakhutdinov, "Importance
+       weighted autoencoders", ICLR 2016.
+    .. [Higgins2017] I. Higgins et al., "beta-VAE: learning basic visual
+       concepts with a constrained variational framework", ICLR 2017.
+    .. [Owen1998] A. B. Owen, "Scrambling Sobol' and Niederreiter-Xing
+       points", Journal of Complexity 14(4), 1998.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbayes import VAE
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(200, 2) @ rng.randn(2, 6)
+    >>> vae = VAE(n_components=2, hidden_layer_sizes=(32,), max_iter=50, random_state=0)
+    >>> Z = vae.fit_transform(X)
+    >>> Z.shape, vae.inverse_transform(Z).shape, vae.sample(3, random_state=0).shape
+    ((200, 2), (200, 6), (3, 6))
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "likelihood": [StrOptions({"gaussian", "bernoulli"})],
+        "activation": [StrOptions({"relu", "tanh", "logistic", "identity"})],
+        "beta": [Interval(Real, 0, None, closed="left")],
+        "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
+        "conditional": ["boolean"],
+        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_samples_train": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "device": [str],
+        "dtype": [StrOptions({"float32", "float64"}), None],
+    }
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        hidden_layer_sizes=(200,),
+        likelihood="gaussian",
+        activation="relu",
+        beta=1.0,
+        kl_warmup_epochs=0,
+        conditional=False,
+        batch_size="auto",
+        learning_rate_init=1e-3,
+        max_iter=200,
+        n_samples_train=1,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        random_state=None,
+        verbose=False,
+        device="auto",
+        dtype=None,
+    ):
+        self.n_components = n_components
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.likelihood = likelihood
+        self.activation = activation
+        self.beta = beta
+        self.kl_warmup_epochs = kl_warmup_epochs
+        self.conditional = conditional
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.max_iter = max_iter
+        self.n_samples_train = n_samples_train
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.random_state = random_state
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+
+    # ------------------------------------------------------------ validation
+    def _hidden_sizes(self):
+        sizes = self.hidden_layer_sizes
+        sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)
+        if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
+            raise ValueError(
+                "hidden_layer_sizes must hold positive integers (an empty tuple gives a "
+                f"linear encoder and decoder); got {self.hidden_layer_sizes!r}."
+            )
+        return [int(s) for s in sizes]
+
+    def _check_range(self, X):
+        if self.likelihood == "bernoulli" and X.size and (X.min() < 0 or X.max() > 1):
+            raise ValueError(
+                f"likelihood='bernoulli' needs X in [0, 1]; got values in [{X.min():.4g}, "
+                f"{X.max():.4g}]. Rescale X (e.g. pixel intensities / 255, or MinMaxScaler) "
+                "or use likelihood='gaussian'."
+            )
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        self._check_range(X)
+        return X
+
+    def _condition(self, y, n_rows):
+        """One-hot tensor (n_rows, n_classes) of the labels y, or None if unconditional."""
+        if not self.conditional:
+            return None
+        if y is None:
+            raise ValueError(
+                "This VAE is conditional (conditional=True): pass the class labels y. A "
+                "conditional VAE cannot be used where only X is passed (e.g. inside a Pipeline)."
+            )
+        y = np.asarray(y)
+        y = np.full(n_rows, y.item()) if y.ndim == 0 else column_or_1d(y)
+        if len(y) != n_rows:
+            raise ValueError(f"y has {len(y)} labels but there are {n_rows} rows.")
+        index = np.searchsorted(self.classes_, y)
+        index = np.minimum(index, len(self.classes_) - 1)
+        unknown = self.classes_[index] != y
+        if unknown.any():
+            raise ValueError(
+                f"y contains labels not seen in fit: {np.unique(y[unknown])[:5].tolist()}; "
+                f"the classes are {self.classes_.tolist()}."
+            )
+        return self._to_tensor(np.eye(len(self.classes_))[index])
+
+    # --------------------------------------------------------------- fitting
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the encoder, the decoder and the noise by maximising the ELBO.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data; in [0, 1] for ``likelihood="bernoulli"``.
+        y : array-like of shape (n_samples,), default=None
+            Class labels conditioning a ``conditional`` VAE; ignored otherwise.
+
+        Returns
+        -------
+        self : VAE
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, X outside [0, 1] for the
+            Bernoulli likelihood, missing or non-class y for a conditional
+            VAE, or a diverging loss (the message says what to change).
+        """
+        if self.conditional:
+            if y is None:
+                raise ValueError("conditional=True needs the class labels y in fit(X, y).")
+            X, y = validate_data(self, X, y, dtype=(np.float64, np.float32))
+            check_classification_targets(y)
+            self.classes_ = np.unique(y)
+        else:
+            X = validate_data(self, X, dtype=(np.float64, np.float32))
+            self.classes_ = None
+        self._check_range(X)
+        rng = check_random_state(self.random_state)
+        init_seed, noise_seed, shuffle_seed, score_seed, split_seed = self._seeds(rng, 5)
+        device = self._resolve_device()
+        dtype = self._resolve_dtype(X.dtype, device)
+        self.device_, self.dtype_ = device, str(dtype).removeprefix("torch.")
+        self._score_seed = score_seed
+        self._n_features_out = self.n_components
+        self._set_scaling(X)
+        X_model = self._to_tensor(self._standardise(X))
+        C = self._condition(y, len(X))
+        self.module_ = self._build_module(X.shape[1], init_seed, device, dtype)
+        self._init_output_bias(X_model)
+        self._train(X_model, C, noise_seed, shuffle_seed, split_seed)
+        likelihood = self.module_.likelihood
+        self.noise_std_ = None
+        if self.likelihood == "gaussian":
+            self.noise_std_ = likelihood.noise_std.detach().cpu().numpy() * self._x_scale
+        return self
+
+    def _set_scaling(self, X):
+        self._x_mean = np.zeros(X.shape[1])
+        self._x_scale = np.ones(X.shape[1])
+        if self.likelihood == "gaussian":
+            scale = X.std(axis=0)
+            self._x_mean = X.mean(axis=0).astype(np.float64)
+            self._x_scale = np.where(scale > 0, scale, 1.0).astype(np.float64)
+
+    def _standardise(self, X):
+        return (X - self._x_mean) / self._x_scale
+
+    def _build_module(self, n_features, seed, device, dtype):
+        self._width = max([n_features, 2 * self.n_components, *self._hidden_sizes()])
+        return VAEModule(
+            n_features,
+            self.n_components,
+            self._hidden_sizes(),
+            n_conditions=0 if self.classes_ is None else len(self.classes_),
+            likelihood=self.likelihood,
+            activation=self.activation,
+            noise_std=1.0,  # the std of the standardised data
+            generator=self._generator(seed),
+            device=device,
+            dtype=dtype,
+        )
+
+    def _init_output_bias(self, X_model):
+        """Start the Bernoulli decoder at the logits of the pixel means."""
+        if self.likelihood == "bernoulli":
+            p = X_model.mean(0).clamp(_BERNOULLI_BIAS_CLIP, 1 - _BERNOULLI_BIAS_CLIP)
+            with torch.no_grad():
+                self.module_.decoder.layers[-1].bias.copy_(torch.log(p) - torch.log1p(-p))
+
+    def _loss_fn(self, X, C, noise_seed, n_batches):
+        """Minibatch loss closure with the linear KL warm-up (per optimiser step)."""
+        generator = self._generator(noise_seed, self.device_)
+        warmup_steps = n_batches * self.kl_warmup_epochs
+        state = {"step": 0}
+
+        def loss_fn(idx):
+            beta = self.beta * min(1.0, state["step"] / warmup_steps) if warmup_steps else self.beta
+            state["step"] += 1
+            shape = (self.n_samples_train, len(idx), self.n_components)
+            eps = torch.randn(shape, generator=generator, device=self.device_, dtype=self._dtype)
+            c = None if C is None else C[idx]
+            expected_log_lik, kl = self.module_.elbo_terms(X[idx], eps, c)
+            # Local latents: the batch's KL is divided by the batch size.
+            return negative_elbo(expected_log_lik, beta * kl.sum(), len(idx))
+
+        return loss_fn
+
+    def _train(self, X, C, noise_seed, shuffle_seed, split_seed):
+        n_samples = X.shape[0]
+        train_idx, val_idx = np.arange(n_samples), None
+        if self.early_stopping:
+            train_idx, val_idx = self._validation_split(n_samples, split_seed)
+        X_train, C_train = X[train_idx], None if C is None else C[train_idx]
+        n_train = len(train_idx)
+        batch_size = min(128 if self.batch_size == "auto" else self.batch_size, n_train)
+        n_batches = -(-n_train // batch_size)
+        loss_fn = self._loss_fn(X_train, C_train, noise_seed, n_batches)
+
+        validation_score_fn = None
+        if val_idx is not None:
+            X_val, C_val = X[val_idx], None if C is None else C[val_idx]
+
+            def validation_score_fn():
+                eps = self._latent_qmc_points(_N_QMC_VALIDATION, self._score_seed)
+                return float(self._elbo(X_val, C_val, eps, self.beta).mean())
+
+        optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate_init)
+        common = {
+            "batch_size": batch_size,
+            "generator": self._generator(shuffle_seed),
+            "device": self.device_,
+            "tol": self.tol,
+            "verbose": self.verbose,
+            "estimator_name": type(self).__name__,
+        }
+        # The warm-up runs as a fixed schedule of its own (no stopping: the
+        # loss rises with beta_t; n_iter_no_change=warmup can never be
+        # exceeded within warmup epochs), then the stopping rules apply at
+        # full beta. fit_loop has no min-epochs option, hence two calls.
+        warmup = min(self.kl_warmup_epochs, self.max_iter)
+        results = []
+        self.module_.train()
+        if warmup:
+            with warnings.catch_warnings():
+                if warmup < self.max_iter:
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                results.append(fit_loop(loss_fn, optimizer, n_train, max_iter=warmup, n_iter_no_change=warmup, **common))
+        interrupted = bool(results) and results[0].n_iter < warmup
+        if warmup < self.max_iter and not interrupted:
+            results.append(
+                fit_loop(
+                    loss_fn,
+                    optimizer,
+                    n_train,
+                    max_iter=self.max_iter - warmup,
+                    n_iter_no_change=self.n_iter_no_change,
+                    validation_score_fn=validation_score_fn,
+                    module=self.module_,
+                    **common,
+                )
+            )
+        self.module_.eval()
+        self.loss_curve_ = [loss for result in results for loss in result.loss_curve]
+        self.n_iter_ = sum(result.n_iter for result in results)
+        self.best_loss_ = results[-1].best_loss
+        self.validation_scores_ = results[-1].validation_scores
+        self.best_validation_score_ = results[-1].best_validation_score
+
+    def _validation_split(self, n_samples, seed):
+        n_val = int(np.ceil(self.validation_fraction * n_samples))
+        if n_val < 1 or n_samples - n_val < 1:
+            raise ValueError(
+                f"early_stopping needs at least one training and one validation row; got "
+                f"n_samples={n_samples} with validation_fraction={self.validation_fraction}."
+            )
+        return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
+
+    # ---------------------------------------------------------- computation
+    def _latent_draws(self, n_draws, seed):
+        """Standard normal draws of shape (n_draws, 1, k), shared by all rows."""
+        generator = self._generator(seed, self.device_)
+        shape = (n_draws, 1, self.n_components)
+        return torch.randn(shape, generator=generator, device=self.device_, dtype=self._dtype)
+
+    def _latent_qmc_points(self, n_points, seed):
+        """Randomised quasi-Monte-Carlo N(0, I) points, shape (n_points, 1, k).
+
+        Scrambled Sobol points [Owen1998]_ mapped through the normal quantile:
+        each point is marginally N(0, I), so averages are unbiased, with a far
+        smaller error than as many independent draws (on a fitted 2-D VAE, the
+        standard deviation of the mean ELBO of 50 rows was 0.007 nats with 128
+        points against 0.07 with 128 independent draws).
+        """
+        engine = torch.quasirandom.SobolEngine(self.n_components, scramble=True, seed=seed)
+        u = engine.draw(n_points, dtype=torch.float64).clamp(_QMC_CLIP, 1 - _QMC_CLIP)
+        return torch.special.ndtri(u)[:, None, :].to(device=self.device_, dtype=self._dtype)
+
+    def _row_blocks(self, n_rows, n_draws=1):
+        block = max(1, _PREDICT_BLOCK // (n_draws * self._width))
+        return [slice(start, start + block) for start in range(0, n_rows, block)]
+
+    def _elbo(self, X, C, eps, beta=1.0):
+        """Per-row (beta-)ELBO of model-unit rows X (tensor), a tensor of shape (n,)."""
+        out = []
+        with torch.no_grad():
+            for rows in self._row_blocks(X.shape[0], eps.shape[0]):
+                c = None if C is None else C[rows]
+                out.append(self.module_.elbo(X[rows], eps, c, beta))
+        return torch.cat(out)
+
+    def _log_jacobian(self):
+        """log |dx_model / dx| per row: the change of units of the Gaussian density."""
+        return -float(np.log(self._x_scale).sum())
+
+    # ------------------------------------------------------------ transform
+    def fit_transform(self, X, y=None):
+        """Fit to X (and y when ``conditional``), then return the posterior means.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+            Class labels of a ``conditional`` VAE; ignored otherwise.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+        """
+        return self.fit(X, y).transform(X, y)
+
+    def transform(self, X, y=None, return_std=False):
+        """Posterior means E_q[z | x] of the rows of X.
+
+        Deterministic: no latent noise is drawn.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or label, default=None
+            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        return_std : bool, default=False
+            Also return the posterior standard deviations.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, n_components)
+            Posterior means, in latent units (the prior is N(0, I)), in the
+            dtype of X.
+        Z_std : ndarray of shape (n_samples, n_components)
+            Posterior standard deviations. Only returned when ``return_std``
+            is True.
+        """
+        X = self._validate_X(X)
+        C = self._condition(y, X.shape[0])
+        means, stds = [], []
+        with torch.no_grad():
+            for rows in self._row_blocks(X.shape[0]):
+                c = None if C is None else C[rows]
+                mu, sigma = self.module_.encode(self._to_tensor(self._standardise(X[rows])), c)
+                means.append(mu.cpu().numpy())
+                stds.append(sigma.cpu().numpy())
+        Z = np.concatenate(means).astype(X.dtype, copy=False)
+        if return_std:
+            return Z, np.concatenate(stds).astype(X.dtype, copy=False)
+        return Z
+
+    def inverse_transform(self, Z, y=None):
+        """Decoder mean E[x | z] of each latent row, in the units of X.
+
+        Parameters
+        ----------
+        Z : array-like of shape (n_samples, n_components)
+        y : array-like of shape (n_samples,) or label, default=None
+            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+
+        Returns
+        -------
+        X_mean : ndarray of shape (n_samples, n_features_in_)
+            Gaussian: the decoder mean; Bernoulli: success probabilities in
+            [0, 1]. In the dtype of Z.
+        """
+        check_is_fitted(self)
+        Z = check_array(Z, dtype=(np.float64, np.float32))
+        if Z.shape[1] != self.n_components:
+            raise ValueError(f"Z has {Z.shape[1]} columns but n_components={self.n_components}.")
+        C = self._condition(y, Z.shape[0])
+        return self._decode_mean(self._to_tensor(Z), C).astype(Z.dtype, copy=False)
+
+    def _decode_mean(self, Z, C):
+        out = []
+        with torch.no_grad():
+            for rows in self._row_blocks(Z.shape[0]):
+                c = None if C is None else C[rows]
+                out.append(self.module_.mean(self.module_.decode(Z[rows], c)).cpu().numpy())
+        return np.concatenate(out) * self._x_scale + self._x_mean
+
+    def sample(self, n_samples=1, y=None, random_state=None):
+        """Generate data: decoder means E[x | z] at draws z ~ N(0, I).
+
+        These are the usual "VAE samples" (for images, the mean image; the
+        observation noise or the Bernoulli coin flips are not added).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of rows to generate.
+        y : array-like of shape (n_samples,) or label, default=None
+            Classes to generate; required by a ``conditional`` VAE (a single
+            label applies to every row), ignored otherwise.
+        random_state : int, RandomState instance or None, default=None
+            Seed of the latent draws; None uses numpy's global random state.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_features_in_)
+            In the units of X.
+        """
+        check_is_fitted(self)
+        if not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
+        C = self._condition(y, n_samples)
+        (seed,) = self._seeds(check_random_state(random_state), 1)
+        generator = self._generator(seed, self.device_)
+        shape = (n_samples, self.n_components)
+        Z = torch.randn(shape, generator=generator, device=self.device_, dtype=self._dtype)
+        return self._decode_mean(Z, C).astype(self.dtype_, copy=False)
+
+    # -------------------------------------------------------------- scoring
+    def score_samples(self, X, y=None):
+        """ELBO of each row: a lower bound on log p(x) (log p(x | y) if conditional).
+
+        E_q[log p(x | z)] is estimated with 128 randomised quasi-Monte-Carlo
+        latent points (scrambled Sobol, unbiased), shared by all rows and
+        seeded at fit, so the result is deterministic and a row's value does
+        not depend on the other rows; the KL is exact.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or label, default=None
+            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+
+        Returns
+        -------
+        elbo : ndarray of shape (n_samples,)
+            In nats, as a density in the units of X (beta = 1 whatever
+            ``beta``).
+        """
+        X = self._validate_X(X)
+        C = self._condition(y, X.shape[0])
+        eps = self._latent_qmc_points(_N_QMC_SCORE, self._score_seed)
+        elbo = self._elbo(self._to_tensor(self._standardise(X)), C, eps)
+        return elbo.cpu().numpy() + self._log_jacobian()
+
+    def score(self, X, y=None):
+        """Mean ELBO of the rows of X, nats per row (higher is better).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), default=None
+            Class labels of a ``conditional`` VAE; ignored otherwise.
+
+        Returns
+        -------
+        score : float
+        """
+        return float(np.mean(self.score_samples(X, y)))
+
+    def log_likelihood_iwae(self, X, y=None, *, n_importance=1000, random_state=0):
+        """Importance-weighted lower bound on log p(x) of each row (IWAE).
+
+        log (1/K) sum_k p(x, z_k) / q(z_k | x) with z_k ~ q(z | x)
+        ([Burda2016]_, eq. 8): >= the ELBO in expectation, non-decreasing in
+        K, and tending to log p(x) as K grows; K = 1 is the ELBO estimator of
+        seed 000, eq. 4.8. The K draws are shared by all rows; the sum runs
+        in chunks with a running logsumexp.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or label, default=None
+            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        n_importance : int, default=1000
+            Number K of importance samples.
+        random_state : int, RandomState instance or None, default=0
+            Seed of the draws (deterministic by default).
+
+        Returns
+        -------
+        log_likelihood : ndarray of shape (n_samples,)
+            In nats, as a density in the units of X.
+        """
+        X = self._validate_X(X)
+        if not isinstance(n_importance, Integral) or n_importance < 1:
+            raise ValueError(f"n_importance must be a positive integer; got {n_importance!r}.")
+        C = self._condition(y, X.shape[0])
+        (seed,) = self._seeds(check_random_state(random_state), 1)
+        eps = self._latent_draws(n_importance, seed)
+        X_model = self._to_tensor(self._standardise(X))
+        rows_per_block = max(1, _PREDICT_BLOCK // (min(n_importance, 256) * self._width))
+        chunk = max(1, _PREDICT_BLOCK // (min(rows_per_block, X.shape[0]) * self._width))
+        out = []
+        with torch.no_grad():
+            for start in range(0, X.shape[0], rows_per_block):
+                rows = slice(start, start + rows_per_block)
+                c = None if C is None else C[rows]
+                total = None
+                for k in range(0, n_importance, chunk):
+                    log_w = self.module_.log_importance_weights(X_model[rows], eps[k : k + chunk], c)
+                    part = torch.logsumexp(log_w, dim=0)
+                    total = part if total is None else torch.logaddexp(total, part)
+                out.append(total - np.log(n_importance))
+        return torch.cat(out).cpu().numpy() + self._log_jacobian()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = self.conditional
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
