@@ -79,6 +79,7 @@ def fit_loop(
     device="cpu",
     tol=1e-4,
     n_iter_no_change=10,
+    min_iter=0,
     validation_score_fn=None,
     module=None,
     verbose=False,
@@ -108,6 +109,9 @@ def fit_loop(
     n_iter_no_change : int, default=10
         Stop after this many consecutive epochs without an improvement of at
         least ``tol`` (scikit-learn's MLP rule).
+    min_iter : int, default=0
+        Epochs that run before the stopping rule starts counting, e.g. a KL
+        warm-up during which the loss is expected to rise.
     validation_score_fn : callable, optional
         ``validation_score_fn() -> float`` (higher is better). When given,
         stopping follows the validation score and ``module`` is restored to
@@ -161,9 +165,10 @@ def fit_loop(
                 epochs.set_postfix(loss=f"{loss:.4f}", val=f"{score:.4f}", refresh=False)
             else:
                 improved = loss < best - tol
-                best = min(best, loss)
+                # during the first min_iter epochs the reference is the latest loss
+                best = loss if epoch < min_iter else min(best, loss)
                 epochs.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            no_improvement = 0 if improved else no_improvement + 1
+            no_improvement = 0 if improved or epoch < min_iter else no_improvement + 1
             if no_improvement > n_iter_no_change:
                 result.stopped_early = True
                 break

@@ -78,3 +78,22 @@ def test_keyboard_interrupt_keeps_a_usable_model():
     with pytest.warns(UserWarning, match="interrupted by the user after 2 epochs"):
         result = _fit(interrupted, module)
     assert result.n_iter == 2 and float(module.param) != 0.0
+
+
+def _warming_up_problem():
+    # the loss rises for the first 6 epochs (4 batches each), as under a KL warm-up
+    module, loss_fn = _problem()
+    steps = {"n": 0}
+
+    def warming_up(idx):
+        steps["n"] += 1
+        return loss_fn(idx) + 10.0 * min(steps["n"], 24) / 24
+
+    return module, warming_up
+
+
+def test_min_iter_delays_the_stopping_rule():
+    module, loss_fn = _warming_up_problem()
+    assert _fit(loss_fn, module, n_iter_no_change=2, min_iter=6).n_iter > 6
+    module, loss_fn = _warming_up_problem()
+    assert _fit(loss_fn, module, n_iter_no_change=2).n_iter <= 6  # stops during the warm-up

@@ -1,12 +1,10 @@
 """VAE: a (conditional) variational autoencoder as a scikit-learn transformer."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
@@ -427,46 +425,30 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
                 return float(self._elbo(X_val, C_val, eps, self.beta).mean())
 
         optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate_init)
-        common = {
-            "batch_size": batch_size,
-            "generator": self._generator(shuffle_seed),
-            "device": self.device_,
-            "tol": self.tol,
-            "verbose": self.verbose,
-            "estimator_name": type(self).__name__,
-        }
-        # The warm-up runs as a fixed schedule of its own (no stopping: the
-        # loss rises with beta_t; n_iter_no_change=warmup can never be
-        # exceeded within warmup epochs), then the stopping rules apply at
-        # full beta. fit_loop has no min-epochs option, hence two calls.
-        warmup = min(self.kl_warmup_epochs, self.max_iter)
-        results = []
+        # The loss rises while beta_t warms up, so stopping waits for it.
         self.module_.train()
-        if warmup:
-            with warnings.catch_warnings():
-                if warmup < self.max_iter:
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                results.append(fit_loop(loss_fn, optimizer, n_train, max_iter=warmup, n_iter_no_change=warmup, **common))
-        interrupted = bool(results) and results[0].n_iter < warmup
-        if warmup < self.max_iter and not interrupted:
-            results.append(
-                fit_loop(
-                    loss_fn,
-                    optimizer,
-                    n_train,
-                    max_iter=self.max_iter - warmup,
-                    n_iter_no_change=self.n_iter_no_change,
-                    validation_score_fn=validation_score_fn,
-                    module=self.module_,
-                    **common,
-                )
-            )
+        result = fit_loop(
+            loss_fn,
+            optimizer,
+            n_train,
+            batch_size=batch_size,
+            max_iter=self.max_iter,
+            generator=self._generator(shuffle_seed),
+            device=self.device_,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            min_iter=self.kl_warmup_epochs,
+            validation_score_fn=validation_score_fn,
+            module=self.module_,
+            verbose=self.verbose,
+            estimator_name=type(self).__name__,
+        )
         self.module_.eval()
-        self.loss_curve_ = [loss for result in results for loss in result.loss_curve]
-        self.n_iter_ = sum(result.n_iter for result in results)
-        self.best_loss_ = results[-1].best_loss
-        self.validation_scores_ = results[-1].validation_scores
-        self.best_validation_score_ = results[-1].best_validation_score
+        self.loss_curve_ = result.loss_curve
+        self.n_iter_ = result.n_iter
+        self.best_loss_ = result.best_loss
+        self.validation_scores_ = result.validation_scores
+        self.best_validation_score_ = result.best_validation_score
 
     def _validation_split(self, n_samples, seed):
         n_val = int(np.ceil(self.validation_fraction * n_samples))
