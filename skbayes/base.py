@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import torch
 from scipy.stats import norm
+from sklearn.model_selection import train_test_split
 from torch import nn
 
 __all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin"]
@@ -83,6 +84,28 @@ class TorchEstimatorMixin:
     @property
     def _dtype(self):
         return _DTYPES[self.dtype_]
+
+    def _validation_split(self, n_samples, seed):
+        """Train and validation row indices for ``early_stopping``.
+
+        Uses the estimator's ``validation_fraction``; raises ValueError when
+        either part would be empty.
+        """
+        n_val = int(np.ceil(self.validation_fraction * n_samples))
+        if n_val < 1 or n_samples - n_val < 1:
+            raise ValueError(
+                f"early_stopping needs at least one training and one validation row; got "
+                f"n_samples={n_samples} with validation_fraction={self.validation_fraction}."
+            )
+        return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
+
+    def _store_training_result(self, result):
+        """Fitted attributes from a :class:`skbayes._training.TrainingResult`."""
+        self.loss_curve_ = result.loss_curve
+        self.n_iter_ = result.n_iter
+        self.best_loss_ = result.best_loss
+        self.validation_scores_ = result.validation_scores
+        self.best_validation_score_ = result.best_validation_score
 
     def __getstate__(self):
         state = dict(super().__getstate__())

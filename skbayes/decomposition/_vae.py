@@ -5,7 +5,6 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.model_selection import train_test_split
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -444,20 +443,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             estimator_name=type(self).__name__,
         )
         self.module_.eval()
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.best_loss_ = result.best_loss
-        self.validation_scores_ = result.validation_scores
-        self.best_validation_score_ = result.best_validation_score
-
-    def _validation_split(self, n_samples, seed):
-        n_val = int(np.ceil(self.validation_fraction * n_samples))
-        if n_val < 1 or n_samples - n_val < 1:
-            raise ValueError(
-                f"early_stopping needs at least one training and one validation row; got "
-                f"n_samples={n_samples} with validation_fraction={self.validation_fraction}."
-            )
-        return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
+        self._store_training_result(result)
 
     # ---------------------------------------------------------- computation
     def _latent_draws(self, n_draws, seed):

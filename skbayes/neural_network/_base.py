@@ -6,7 +6,6 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -227,23 +226,9 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
             estimator_name=type(self).__name__,
         )
         self.module_.eval()
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.best_loss_ = result.best_loss
-        self.validation_scores_ = result.validation_scores
-        self.best_validation_score_ = result.best_validation_score
+        self._store_training_result(result)
         self.kl_ = float(network.kl().detach())
         return self
-
-    def _validation_split(self, n_samples, seed):
-        n_val = int(np.ceil(self.validation_fraction * n_samples))
-        if n_val < 1 or n_samples - n_val < 1:
-            raise ValueError(
-                f"early_stopping needs at least one training and one validation row; "
-                f"got n_samples={n_samples} with validation_fraction="
-                f"{self.validation_fraction}."
-            )
-        return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
 
     # --------------------------------------------------------------- prediction
     def _validate_X_predict(self, X):
