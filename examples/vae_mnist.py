@@ -8,7 +8,7 @@ last 2,000 for testing, scales them to [0, 1] and binarises at 0.5. It fits
 ``VAE(n_components=20, hidden_layer_sizes=(400,), likelihood="bernoulli",
 batch_size=128, learning_rate_init=1e-3)`` (784-400-20-400-784, ReLU, Adam,
 one latent draw per image; the architecture of Kingma & Welling 2014 with the
-training settings of seed 000, section 5) for ``--epochs`` epochs, and
+training settings of Cinelli 2019, section 5) for ``--epochs`` epochs, and
 reports, in nats per image,
 
 * the train and test ELBO (``score``, 128 quasi-Monte-Carlo latent points);

@@ -31,7 +31,7 @@ training rows:
     random subset (seeded by the split) of at most ``--exact-max-rows``
     training rows: the exact GP at the size where it fits in memory and time
     (on power-plant, one likelihood evaluation on all 8611 rows took 33 s and
-    11 GB, see shared/reference/uci_anchors.md). The rows used are reported.
+    11 GB). The rows used are reported.
 
 Metrics, in the ORIGINAL units of y: test RMSE of the predictive mean, test
 LL = mean over test points of log N(y_i | mu_i, sigma_i^2), sigma_i including
@@ -106,15 +106,6 @@ import skbayes
 from skbayes import SparseGPRegressor
 from skbayes.datasets import get_data_home, get_uci_split, load_uci
 
-# Reference test LLs, copied from /work/shared/reference/uci_anchors.md
-# ("Simple baselines measured on the same fixed splits"; not published numbers):
-# GPyTorch SVGP with M=500, k-means init, Adam 0.01, batch 1024, mean over 3
-# splits; sklearn's exact GP (Constant*RBF(ARD)+White, normalize_y) on kin8nm,
-# 1 split, 4000-row subset (too costly on power).
-REFERENCE = {
-    "kin8nm": {"svgp_m500_ll": 1.149, "exact_gp_ll": 1.18, "exact_gp_note": "1 split, 4000-row subset"},
-    "power-plant": {"svgp_m500_ll": -2.805, "exact_gp_ll": None, "exact_gp_note": "too costly"},
-}
 METHODS = ("skbayes", "gpytorch_svgp", "exact_gp")
 METRICS = ("rmse", "test_ll", "fit_time_s", "n_iter", "n_train_used")
 LOG_2PI = float(np.log(2 * np.pi))
@@ -342,12 +333,6 @@ def markdown_uci(report):
                 f"| {name} | {labels[method]} | {agg['n_splits']} | {agg['n_train_used']['mean']:.0f} "
                 f"| {fmt(agg, 'rmse', 4)} | {fmt(agg, 'test_ll')} | {fmt(agg, 'fit_time_s', 1)} | {epochs} |"
             )
-    refs = "; ".join(
-        f"{name}: GPyTorch SVGP M=500 {REFERENCE[name]['svgp_m500_ll']}, exact GP "
-        f"{REFERENCE[name]['exact_gp_ll'] if REFERENCE[name]['exact_gp_ll'] is not None else '—'} "
-        f"({REFERENCE[name]['exact_gp_note']})"
-        for name in report["aggregates"] if name in REFERENCE
-    )
     notes = [
         "",
         "Mean ± standard error (np.std / sqrt(n_splits)) over the first "
@@ -359,7 +344,6 @@ def markdown_uci(report):
         "Constant*RBF(ARD)+White, normalize_y, on a random subset of at most "
         f"{s['exact_max_rows']} training rows. Fit times are wall clock, one process, one fit at a time, "
         "including the k-means initialisation for the sparse models.",
-        f"Reference test LLs (uci_anchors.md, not published numbers): {refs}." if refs else "",
         (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, gpytorch {env['gpytorch']}, "
         f"skbayes {env['skbayes']}, {env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, "
         f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end; "
@@ -485,7 +469,6 @@ def main(argv=None):
             "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
         },
         "environment": environment(),
-        "reference": REFERENCE,
         "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {report['environment']['loadavg_start']}; "

@@ -79,14 +79,13 @@ import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, load_uci
 
-# Published reference numbers, (mean, standard error), copied from
-# /work/shared/reference/uci_anchors.md:
+# Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
 #   80/20 split, 400 epochs, 1x50 ReLU (1x100 for protein); Gal,
-#   DropoutUncertaintyExps, 2018 re-run (first table of uci_anchors.md).
+#   DropoutUncertaintyExps, 2018 re-run.
 # * "bbb", "mcd40": Bayes by Backprop and MC dropout at 40 epochs, 1x50,
 #   hyperparameters by Bayesian optimisation with 5-fold CV inside the training
-#   split (seed 000, Tables 3.2 and 3.3; second table of uci_anchors.md).
+#   split (Cinelli 2019, Tables 3.2 and 3.3).
 #   There are no protein rows in that table.
 REFERENCE = {
     "bostonHousing": {
@@ -258,7 +257,7 @@ def markdown_table(report):
         + "; mean ± standard error "
         "(np.std / sqrt(n_splits)) over the splits; RMSE and test LL (nats per point) in the original "
         "units of y. Reference columns: Gal's grid-searched MC dropout (400 epochs) and BBB / MCD40 "
-        "(seed 000, Tables 3.2-3.3), copied from uci_anchors.md; they were tuned per dataset, these rows "
+        "(Cinelli 2019, Tables 3.2-3.3), as published; they were tuned per dataset, these rows "
         "were not.",
         f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, "
         f"{env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at start, "

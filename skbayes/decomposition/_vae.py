@@ -53,7 +53,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Latent dimension k.
     hidden_layer_sizes : array-like of int or int, default=(200,)
         Encoder hidden widths; the decoder mirrors them (784-200-k-200-784 on
-        MNIST in seed 000, section 5). ``()`` gives a linear encoder and
+        MNIST in Cinelli 2019, section 5). ``()`` gives a linear encoder and
         decoder (with ``likelihood="gaussian"``, a factor-analysis model).
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
         ``"gaussian"``: N(x | f(z), diag sigma^2) with one learned noise
@@ -70,7 +70,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         ELBO (beta = 1).
     kl_warmup_epochs : int, default=0
         Number of epochs over which the KL weight rises linearly (per step)
-        from 0 to ``beta``, a remedy for posterior collapse (seed 000,
+        from 0 to ``beta``, a remedy for posterior collapse (Cinelli 2019,
         section 4.4). The warm-up epochs always run; stopping rules apply
         after them.
     conditional : bool, default=False
@@ -80,10 +80,10 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         ``y`` is ignored everywhere (so the VAE works inside a supervised
         ``Pipeline``, which passes y to ``fit`` but not to ``transform``).
     batch_size : int or "auto", default="auto"
-        Minibatch size; ``"auto"`` is ``min(128, n_samples)`` (seed 000,
+        Minibatch size; ``"auto"`` is ``min(128, n_samples)`` (Cinelli 2019,
         section 5).
     learning_rate_init : float, default=1e-3
-        Adam step size (seed 000, section 5).
+        Adam step size (Cinelli 2019, section 5).
     max_iter : int, default=200
         Maximum number of epochs.
     n_samples_train : int, default=1
@@ -154,7 +154,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         -(1/|B|) sum_{i in B} log p(x_i | mu_i + sigma_i * eps_i)
         + beta_t (1/|B|) sum_{i in B} KL(q(z | x_i) || N(0, I)),
 
-    the negative ELBO of seed 000, eq. 4.9 per row (the latents are local,
+    the negative ELBO of Cinelli 2019, eq. 4.9 per row (the latents are local,
     so the KL is averaged over the batch). ``score_samples`` (scrambled
     Sobol points [Owen1998]_, fixed at fit) and ``log_likelihood_iwae``
     (independent draws, seeded per call) share their latent noise across
@@ -643,7 +643,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         log (1/K) sum_k p(x, z_k) / q(z_k | x) with z_k ~ q(z | x)
         ([Burda2016]_, eq. 8): >= the ELBO in expectation, non-decreasing in
         K, and tending to log p(x) as K grows; K = 1 is the ELBO estimator of
-        seed 000, eq. 4.8. The K draws are shared by all rows; the sum runs
+        Cinelli 2019, eq. 4.8. The K draws are shared by all rows; the sum runs
         in chunks with a running logsumexp.
 
         Parameters

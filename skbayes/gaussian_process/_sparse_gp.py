@@ -23,7 +23,7 @@ _PREDICT_BLOCK = 2**22
 _MAX_JOINT_ROWS = 5000
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
-# Minibatch size of batch_size="auto" (the size used for SVGP in seed 003, chapter 6).
+# Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024
 _KERNELS = {
     "rbf": (RBFKernel, {}),
@@ -441,7 +441,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         """Predictive mean and standard deviations, split by source.
 
         The predictive distribution of y at x is N(mu(x), s^2(x) + sigma^2),
-        with q(f(x)) = N(mu, s^2) (seed 003, eq. 6.7): s is the epistemic
+        with q(f(x)) = N(mu, s^2) (Rossi 2022, eq. 6.7): s is the epistemic
         (model) uncertainty, which grows away from the inducing points, and
         sigma the aleatoric noise.
 

@@ -21,7 +21,7 @@ _N_SAMPLES_VALIDATION = 20
 
 
 def minibatch_loss(module, x, y, n_data, n_mc=1, generator=None):
-    """Per-datum negative ELBO of one minibatch (seed 002, eq. 3.2 over N).
+    """Per-datum negative ELBO of one minibatch (Gal 2016, eq. 3.2 over N).
 
     Parameters
     ----------
@@ -48,7 +48,7 @@ def minibatch_loss(module, x, y, n_data, n_mc=1, generator=None):
 
 def _auto_batch_size(n_samples):
     # 32 rows for the small UCI sets and 128 for the large ones, as in the
-    # reference experiments (seed 000, section 3.7).
+    # reference experiments (Cinelli 2019, section 3.7).
     return 32 if n_samples <= 2000 else 128
 
 
@@ -254,7 +254,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     def _log_predictive(self, X, Y, n_samples, seed):
         """log (1/T) sum_t p(y_i | f_t(x_i)) for each row, a tensor of shape (n,).
 
-        The Monte-Carlo estimate of the log predictive density (seed 002,
+        The Monte-Carlo estimate of the log predictive density (Gal 2016,
         eq. 3.18), in the model's (encoded) units.
         """
         likelihood = self.module_["likelihood"]

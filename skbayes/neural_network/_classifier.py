@@ -24,7 +24,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     :class:`BayesianMLPRegressor`, with a categorical likelihood (softmax of
     the network's C outputs). Class probabilities are the Bayesian model
     average: the mean over ``n_samples_predict`` weight draws of the softmax
-    (seed 002, section 3.3.1), not the softmax of the mean logits.
+    (Gal 2016, section 3.3.1), not the softmax of the mean logits.
 
     Parameters
     ----------
@@ -218,7 +218,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         """Class probabilities: the Monte-Carlo average of the softmax.
 
         p(y = c | x, D) ~= (1/T) sum_t softmax(f_t(x))_c over T =
-        ``n_samples_predict`` weight draws (seed 002, section 3.3.1).
+        ``n_samples_predict`` weight draws (Gal 2016, section 3.3.1).
 
         Parameters
         ----------
@@ -244,7 +244,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         r"""Per-sample uncertainty measures of the Bayesian model average.
 
         With p_t = softmax(f_t(x)) for T weight draws and \bar p their mean
-        (seed 002, section 3.3.1):
+        (Gal 2016, section 3.3.1):
 
         - ``predictive_entropy`` (total) = H[\bar p] = -sum_c \bar p_c log \bar p_c;
         - ``expected_entropy`` (aleatoric) = (1/T) sum_t H[p_t];

@@ -55,7 +55,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         the units of y.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(32, n_samples)`` up to 2,000 rows
-        and 128 above, the sizes of the reference UCI experiments (seed 000,
+        and 128 above, the sizes of the reference UCI experiments (Cinelli 2019,
         section 3.7).
     learning_rate_init : float, default=3e-3
         Adam step size.
@@ -131,7 +131,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
     Notes
     -----
-    The minibatch loss is the negative ELBO divided by N (seed 002, eq. 3.2
+    The minibatch loss is the negative ELBO divided by N (Gal 2016, eq. 3.2
     over N): ``-(1/B) sum_batch E_q[log p(y_i | x_i, w)] + KL(q || p) / N``;
     the KL weight does not depend on the batch size.
 
@@ -283,7 +283,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
         The predictive distribution is the mixture of N(f_t(x), sigma^2) over
         the weight draws f_t; its variance is Var_t[f_t(x)] (epistemic, model
-        uncertainty) + sigma^2 (aleatoric, observation noise), as in seed 002,
+        uncertainty) + sigma^2 (aleatoric, observation noise), as in Gal 2016,
         section 3.3.1 (Prop. 3).
 
         Parameters
@@ -374,7 +374,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         """Log predictive density of each observation, in nats.
 
         ``log (1/T) sum_t N(y_i | f_t(x_i), sigma^2)`` over the T =
-        ``n_samples_predict`` weight draws (seed 002, eq. 3.18), in the units
+        ``n_samples_predict`` weight draws (Gal 2016, eq. 3.18), in the units
         of y and summed over outputs: the per-point test log-likelihood of the
         UCI benchmark protocol.
 

@@ -20,7 +20,7 @@ def kl_normal_normal(mu_q, sigma_q, mu_p, sigma_p):
         = \log\frac{\sigma_p}{\sigma_q}
           + \frac{\sigma_q^2 + (\mu_q-\mu_p)^2}{2\sigma_p^2} - \frac12
 
-    (seed 000, eq. 2.x; the analytic KL used by Bayes by Backprop,
+    (Cinelli 2019, eq. 2.x; the analytic KL used by Bayes by Backprop,
     Blundell et al. 2015, section 3.)
 
     Parameters

@@ -4,7 +4,7 @@ Both layers share one protocol, used by :class:`~skbayes.nn.BayesianMLP`:
 
 ``forward(x, generator=None, sample=True)``
     Training-time pass, ``x`` of shape (..., in_features) -> (..., out_features),
-    with fresh noise for every row (one Monte-Carlo draw per datum, seed 002
+    with fresh noise for every row (one Monte-Carlo draw per datum, Gal 2016
     eq. 3.7). ``sample=False`` propagates the mean weights.
 ``sample_parameters(n_samples, generator)``
     ``n_samples`` draws of the weights, shared by all rows: a weight tensor of
@@ -19,11 +19,11 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
 References
 ----------
 .. [Blundell2015] C. Blundell, J. Cornebise, K. Kavukcuoglu and D. Wierstra,
-   "Weight uncertainty in neural networks", ICML 2015 (seed 000, section 3.3.3).
+   "Weight uncertainty in neural networks", ICML 2015 (Cinelli 2019, section 3.3.3).
 .. [Kingma2015] D. P. Kingma, T. Salimans and M. Welling, "Variational dropout
    and the local reparameterization trick", NeurIPS 2015.
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016, chapter 3
-   (seed 002).
+   (Gal 2016).
 """
 
 import math
@@ -162,8 +162,8 @@ class DropoutLinear(nn.Module):
         \mathrm{KL} \approx \frac{l^2}{2(1-p)} \lVert M' \rVert^2
                           + \frac{l^2}{2} \lVert b \rVert^2,
 
-    a factor 1/(1-p)^2 away from the unscaled form (digest of seed 002,
-    section 2.4). Divided by N, as in :func:`~skbayes.nn.negative_elbo`, this
+    a factor 1/(1-p)^2 away from the unscaled form (Gal 2016, section 3.2.3, with the inverted-dropout
+    scaling). Divided by N, as in :func:`~skbayes.nn.negative_elbo`, this
     is the weight decay lambda = l^2 / (2 N (1-p)) of the Gaussian
     log-likelihood objective (eq. 3.14 with the likelihood's own precision).
 

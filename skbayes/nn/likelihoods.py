@@ -3,7 +3,7 @@
 References
 ----------
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
-   section 3.3.1 (seed 002): homoscedastic Gaussian noise with precision tau.
+   section 3.3.1 (Gal 2016): homoscedastic Gaussian noise with precision tau.
 """
 
 import math

@@ -3,9 +3,9 @@
 References
 ----------
 .. [Blundell2015] C. Blundell et al., "Weight uncertainty in neural networks",
-   ICML 2015 (seed 000, section 3.3.3).
+   ICML 2015 (Cinelli 2019, section 3.3.3).
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
-   chapter 3 (seed 002).
+   chapter 3 (Gal 2016).
 """
 
 import torch

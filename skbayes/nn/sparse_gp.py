@@ -6,7 +6,7 @@ whitened, u = L_zz v with p(v) = N(0, I), and the variational distribution is
 q(v) = N(m, S), S = L L^T, L lower-triangular with a positive diagonal
 ([Hensman2015]_, section 3; [Matthews2017]_, section 3.4). Conditioning
 p(f | u) on q gives independent Gaussian marginals q(f(x)) = N(mu, s^2) with
-(seed 003, eq. 6.7, in whitened form)
+(Rossi 2022, eq. 6.7, in whitened form)
 
 .. math::
 
@@ -14,7 +14,7 @@ p(f | u) on q gives independent Gaussian marginals q(f(x)) = N(mu, s^2) with
     \mu = c + A^\top m, \qquad
     s^2 = k(x, x) - \mathrm{diag}(A^\top A) + \mathrm{diag}(A^\top S A).
 
-The evidence lower bound is ([Hensman2013]_, section 3; seed 003, eq. 6.2)
+The evidence lower bound is ([Hensman2013]_, section 3; Rossi 2022, eq. 6.2)
 
 .. math::
 
@@ -25,7 +25,7 @@ which splits over data points, so that a minibatch gives an unbiased estimate
 (:func:`~skbayes.nn.negative_elbo`). For Gaussian noise the expectation is in
 closed form, E_q[log N(y | f, sigma^2)] = log N(y | mu, sigma^2) - s^2 /
 (2 sigma^2), and so is the optimal q(v) for fixed hyperparameters
-([Titsias2009]_; seed 003, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
+([Titsias2009]_; Rossi 2022, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
 
 References
 ----------
@@ -243,10 +243,10 @@ class SVGP(nn.Module):
             chol_zz = self.chol_zz()
         a = self._whitened_cross(x, chol_zz)
         b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
-        mean = a.T @ self.q_mean + self.mean_constant  # seed 003, eq. 6.7 (mean)
+        mean = a.T @ self.q_mean + self.mean_constant  # Rossi 2022, eq. 6.7 (mean)
         if full_cov:
             return mean, self.kernel(x, x) - a.T @ a + b.T @ b
-        var = self.kernel.diag(x) - a.square().sum(0) + b.square().sum(0)  # seed 003, eq. 6.7 (variance)
+        var = self.kernel.diag(x) - a.square().sum(0) + b.square().sum(0)  # Rossi 2022, eq. 6.7 (variance)
         return mean, var.clamp_min(0.0)
 
     def kl(self):
@@ -266,7 +266,7 @@ class SVGP(nn.Module):
         r"""Set q(v) to the optimum of the ELBO for the current Z and hyperparameters.
 
         With Gaussian noise the bound is maximised by the posterior of the
-        linear model y = c + A^T v + noise ([Titsias2009]_; seed 003, eq. 6.6
+        linear model y = c + A^T v + noise ([Titsias2009]_; Rossi 2022, eq. 6.6
         in whitened form):
 
         .. math::

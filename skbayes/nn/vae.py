@@ -1,6 +1,6 @@
 r"""Variational autoencoder: amortised Gaussian encoder, N(0, I) prior, MLP decoder.
 
-The model (Kingma & Welling 2014, [Kingma2014]_; seed 000, section 4.3) is
+The model (Kingma & Welling 2014, [Kingma2014]_; Cinelli 2019, section 4.3) is
 
 .. math::
 
@@ -8,8 +8,8 @@ The model (Kingma & Welling 2014, [Kingma2014]_; seed 000, section 4.3) is
     q_\phi(z \mid x, c) = \mathcal N(\mu_\phi(x, c), \operatorname{diag}\sigma^2_\phi(x, c)),
 
 with an optional one-hot condition c concatenated to the encoder input and to
-the decoder input (conditional VAE, [Sohn2015]_; seed 000, section 4.3.1). The
-per-datum evidence lower bound with the analytic KL is (seed 000, eq. 4.9)
+the decoder input (conditional VAE, [Sohn2015]_; Cinelli 2019, section 4.3.1). The
+per-datum evidence lower bound with the analytic KL is (Cinelli 2019, eq. 4.9)
 
 .. math::
 
@@ -58,7 +58,7 @@ _STD_FLOOR = 1e-6
 def kl_standard_normal(mu, sigma):
     """KL(N(mu, diag sigma^2) || N(0, I)) of each row, in nats.
 
-    Seed 000, section 4.3: sum_j [-log sigma_j + (mu_j^2 + sigma_j^2 - 1) / 2].
+    Cinelli 2019, section 4.3: sum_j [-log sigma_j + (mu_j^2 + sigma_j^2 - 1) / 2].
 
     Parameters
     ----------
@@ -166,7 +166,7 @@ class VAEModule(nn.Module):
     n_components : int
         Latent dimension k.
     hidden_layer_sizes : sequence of int
-        Encoder hidden widths; the decoder mirrors them (seed 000, section 5).
+        Encoder hidden widths; the decoder mirrors them (Cinelli 2019, section 5).
     n_conditions : int, default=0
         Width C of the one-hot condition (0: unconditional VAE).
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
@@ -262,7 +262,7 @@ class VAEModule(nn.Module):
         Returns
         -------
         expected_log_lik : torch.Tensor of shape (n,)
-            (1/S) sum_s log p(x | mu + sigma * eps_s, c) (seed 000, eq. 4.9).
+            (1/S) sum_s log p(x | mu + sigma * eps_s, c) (Cinelli 2019, eq. 4.9).
         kl : torch.Tensor of shape (n,)
             KL(q(z | x, c) || N(0, I)), in closed form.
         """
@@ -289,7 +289,7 @@ class VAEModule(nn.Module):
         -------
         log_w : torch.Tensor of shape (S, n)
             Their log-mean-exp over S is the IWAE bound ([Burda2016]_, eq. 8);
-            their mean is the ELBO estimator of seed 000, eq. 4.8.
+            their mean is the ELBO estimator of Cinelli 2019, eq. 4.8.
         """
         mu, sigma = self.encode(x, c)
         z = mu + sigma * eps
