@@ -9,10 +9,11 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import Interval, StrOptions, _fit_context
+from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
 from ..nn import negative_elbo
+from ..nn.mlp import ACTIVATIONS
 from ..nn.vae import VAEModule
 
 # Rows x latent draws x units held at once when predicting (~32 MB in float64).
@@ -191,22 +192,13 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "likelihood": [StrOptions({"gaussian", "bernoulli"})],
-        "activation": [StrOptions({"relu", "tanh", "logistic", "identity"})],
+        "activation": [StrOptions(set(ACTIVATIONS))],
         "beta": [Interval(Real, 0, None, closed="left")],
         "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
         "conditional": ["boolean"],
-        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "n_samples_train": [Interval(Integral, 1, None, closed="left")],
-        "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "device": [str],
-        "dtype": [StrOptions({"float32", "float64"}), None],
+        **TRAINING_CONSTRAINTS,
+        **EARLY_STOPPING_CONSTRAINTS,
     }
 
     def __init__(

@@ -10,7 +10,7 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from .._param_validation import Interval, StrOptions, _fit_context
+from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin
 from ..nn import GaussianLikelihood, negative_elbo
@@ -219,15 +219,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         "learn_hyperparameters": ["boolean"],
         "mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
-        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "device": [str],
-        "dtype": [StrOptions({"float32", "float64"}), None],
+        **TRAINING_CONSTRAINTS,
     }
 
     def __init__(

@@ -9,10 +9,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import Interval, StrOptions
+from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
 from ..nn import BayesianMLP, negative_elbo
+from ..nn.mlp import ACTIVATIONS
 
 # Rows x Monte-Carlo draws x units held at once when predicting (~32 MB in float64).
 _PREDICT_BLOCK = 2**22
@@ -63,24 +64,15 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "inference": [StrOptions({"mfvi", "mc_dropout"})],
-        "activation": [StrOptions({"relu", "tanh", "logistic", "identity"})],
+        "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
         "dropout_rate": [Interval(Real, 0, 1, closed="left")],
-        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "n_samples_train": [Interval(Integral, 1, None, closed="left")],
         "n_samples_predict": [Interval(Integral, 1, None, closed="left")],
-        "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "device": [str],
-        "dtype": [StrOptions({"float32", "float64"}), None],
+        **TRAINING_CONSTRAINTS,
+        **EARLY_STOPPING_CONSTRAINTS,
     }
 
     @abstractmethod
