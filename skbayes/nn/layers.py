@@ -124,6 +124,20 @@ class MeanFieldLinear(nn.Module):
         return F.softplus(self.rho[-1])
 
     def forward(self, x, generator=None, sample=True):
+        """Training-time pass with fresh noise for every row.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., n, in_features)
+        generator : torch.Generator, optional
+            Source of the noise.
+        sample : bool, default=True
+            If False, use the mean weights (no noise).
+
+        Returns
+        -------
+        out : torch.Tensor of shape (..., n, out_features)
+        """
         shape = (*x.shape[:-1], self.out_features)
         x = x.reshape(-1, self.in_features)
         mean = torch.addmm(self.mu[-1], x, self.mu[:-1])
@@ -136,6 +150,18 @@ class MeanFieldLinear(nn.Module):
         return mean.view(shape)
 
     def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` weight draws shared by all rows.
+
+        Parameters
+        ----------
+        n_samples : int
+        generator : torch.Generator, optional
+
+        Returns
+        -------
+        weight : torch.Tensor of shape (n_samples, in_features, out_features)
+        bias : torch.Tensor of shape (n_samples, 1, out_features)
+        """
         eps = torch.randn(
             (n_samples, *self.mu.shape), generator=generator, device=self.mu.device, dtype=self.mu.dtype
         )
@@ -143,6 +169,7 @@ class MeanFieldLinear(nn.Module):
         return params[:, :-1], params[:, -1:]
 
     def kl(self):
+        """Closed-form KL(q || N(0, prior_scale^2)) of weights and biases, a scalar in nats."""
         return kl_normal_normal(self.mu, F.softplus(self.rho), 0.0, self.prior_scale).sum()
 
 
@@ -210,11 +237,37 @@ class DropoutLinear(nn.Module):
         return (u < keep).to(like.dtype) / keep
 
     def forward(self, x, generator=None, sample=True):
+        """Training-time pass with fresh noise for every row.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., n, in_features)
+        generator : torch.Generator, optional
+            Source of the noise.
+        sample : bool, default=True
+            If False, use the mean weights (no noise).
+
+        Returns
+        -------
+        out : torch.Tensor of shape (..., n, out_features)
+        """
         if sample and self.dropout_rate > 0:
             x = x * self._mask(x.shape, generator, x)
         return torch.matmul(x, self.weight) + self.bias
 
     def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` weight draws shared by all rows.
+
+        Parameters
+        ----------
+        n_samples : int
+        generator : torch.Generator, optional
+
+        Returns
+        -------
+        weight : torch.Tensor of shape (n_samples, in_features, out_features)
+        bias : torch.Tensor of shape (n_samples, 1, out_features)
+        """
         weight = self.weight.expand(n_samples, *self.weight.shape)
         if self.dropout_rate > 0:
             weight = weight * self._mask((n_samples, self.in_features, 1), generator, self.weight)
@@ -222,6 +275,8 @@ class DropoutLinear(nn.Module):
         return weight, bias
 
     def kl(self):
+        """KL-condition penalty l^2/(2(1-p)) ||W||^2 + l^2/2 ||b||^2 ([Gal2016]_ eq. 3.13,
+        inverted-dropout form), a scalar in nats up to a constant."""
         l2 = 1.0 / self.prior_scale**2
         return 0.5 * l2 / (1.0 - self.dropout_rate) * self.weight.pow(2).sum() + (
             0.5 * l2 * self.bias.pow(2).sum()
