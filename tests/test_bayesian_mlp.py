@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor, DeviceWarning
 from skbayes.datasets import get_uci_split, load_uci
-from skbayes.neural_network._base import minibatch_loss
+from skbayes.neural_network._inference import get_inference_method
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -144,6 +144,11 @@ def test_kl_weight_does_not_depend_on_the_batch_size():
     module = model.module_
     x_t, y_t = torch.tensor(X), torch.tensor(y[:, None])
     kl = float(module["network"].kl())
+    method = get_inference_method("mc_dropout")(model)
+
+    def minibatch_loss(module, x, y, n_data):
+        return method.loss(module, x, y, n_data, kl_weight=1.0, generator=None)
+
     with torch.no_grad():
         full = float(minibatch_loss(module, x_t, y_t, 120))
         for batch in (1, 8, 40, 120):

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
-from ..nn import negative_elbo
+from ..nn import kl_warmup_weight, negative_elbo
 from ..nn.mlp import ACTIVATIONS
 from ..nn.vae import VAEModule
 
@@ -385,7 +385,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         state = {"step": 0}
 
         def loss_fn(idx):
-            beta = self.beta * min(1.0, state["step"] / warmup_steps) if warmup_steps else self.beta
+            beta = self.beta * kl_warmup_weight(state["step"], warmup_steps)
             state["step"] += 1
             shape = (self.n_samples_train, len(idx), self.n_components)
             eps = torch.randn(shape, generator=generator, device=self.device_, dtype=self._dtype)

@@ -5,46 +5,21 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
-from ..nn import BayesianMLP, negative_elbo
+from ..nn.initialization import INITIALIZATIONS
 from ..nn.mlp import ACTIVATIONS
+from ._inference import INFERENCE_METHODS, get_inference_method
 
 # Rows x Monte-Carlo draws x units held at once when predicting (~32 MB in float64).
 _PREDICT_BLOCK = 2**22
 # Weight draws used for the validation score when early stopping.
 _N_SAMPLES_VALIDATION = 20
-
-
-def minibatch_loss(module, x, y, n_data, n_mc=1, generator=None):
-    """Per-datum negative ELBO of one minibatch (Gal 2016, eq. 3.2 over N).
-
-    Parameters
-    ----------
-    module : torch.nn.ModuleDict
-        With a ``"network"`` (:class:`~skbayes.nn.BayesianMLP`) and a
-        ``"likelihood"``.
-    x : torch.Tensor of shape (batch_size, n_features)
-    y : torch.Tensor of shape (batch_size, n_outputs)
-        Encoded targets, as the likelihood expects them.
-    n_data : int
-        Number of training rows N; the KL is divided by N, not batch_size.
-    n_mc : int, default=1
-        Monte-Carlo draws per row.
-    generator : torch.Generator, optional
-
-    Returns
-    -------
-    loss : torch.Tensor, scalar
-    """
-    network, likelihood = module["network"], module["likelihood"]
-    f = network(x.expand(n_mc, *x.shape), generator=generator)
-    return negative_elbo(likelihood.log_prob(y, f), network.kl(), n_data)
 
 
 def _auto_batch_size(n_samples):
@@ -63,7 +38,17 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
 
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
-        "inference": [StrOptions({"mfvi", "mc_dropout"})],
+        "inference": [StrOptions(set(INFERENCE_METHODS))],
+        "init": [StrOptions(set(INITIALIZATIONS))],
+        "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "thinning": [Interval(Integral, 1, None, closed="left")],
+        "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
+        "friction": [Interval(Real, 0, None, closed="neither")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
@@ -85,8 +70,18 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         prior_scale,
         posterior_init_scale,
         dropout_rate,
+        init,
+        kl_warmup_epochs,
+        n_estimators,
+        n_chains,
+        burn_in,
+        thinning,
+        n_kept_samples,
+        friction,
         batch_size,
         learning_rate_init,
+        beta_1,
+        beta_2,
         max_iter,
         n_samples_train,
         n_samples_predict,
@@ -106,8 +101,18 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self.prior_scale = prior_scale
         self.posterior_init_scale = posterior_init_scale
         self.dropout_rate = dropout_rate
+        self.init = init
+        self.kl_warmup_epochs = kl_warmup_epochs
+        self.n_estimators = n_estimators
+        self.n_chains = n_chains
+        self.burn_in = burn_in
+        self.thinning = thinning
+        self.n_kept_samples = n_kept_samples
+        self.friction = friction
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
         self.max_iter = max_iter
         self.n_samples_train = n_samples_train
         self.n_samples_predict = n_samples_predict
@@ -123,8 +128,12 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
 
     # ----------------------------------------------------------- subclass hooks
     @abstractmethod
-    def _make_likelihood(self, n_outputs, device, dtype):
-        """The likelihood module: ``log_prob(Y, f) -> (..., n)`` in nats."""
+    def _make_likelihood(self, n_outputs, device, dtype, n_members=None):
+        """The likelihood module: ``log_prob(Y, f) -> (..., n)`` in nats.
+
+        ``n_members`` (when not None) asks for one noise level per member of
+        a finite network (see :class:`~skbayes.nn.GaussianLikelihood`).
+        """
 
     # ------------------------------------------------------------------ fitting
     def _hidden_sizes(self):
@@ -137,25 +146,28 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
             )
         return [int(s) for s in sizes]
 
-    def _build_module(self, n_features, n_outputs, seed, device, dtype):
+    def _inference_method(self):
+        method = get_inference_method(self.inference)
+        if is_classifier(self) and not method.supports_classification:
+            raise ValueError(
+                f"inference={self.inference!r} supports regression only; choose one of "
+                f"{sorted(n for n in INFERENCE_METHODS if get_inference_method(n).supports_classification)} "
+                f"for {type(self).__name__}."
+            )
+        return method(self)
+
+    def _build_module(self, method, n_features, n_outputs, seed, device, dtype):
         factory = {"device": device, "dtype": dtype}
-        network = BayesianMLP(
-            n_features,
-            self._hidden_sizes(),
-            n_outputs,
-            inference=self.inference,
-            activation=self.activation,
-            prior_scale=self.prior_scale,
-            posterior_init_scale=self.posterior_init_scale,
-            dropout_rate=self.dropout_rate,
-            generator=self._generator(seed),
-            **factory,
-        ).to(device)
-        likelihood = self._make_likelihood(n_outputs, **factory)
+        network = method.build_network(
+            n_features, self._hidden_sizes(), n_outputs, generator=self._generator(seed), **factory
+        )
+        likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
     def _can_warm_start(self, n_features, n_outputs):
         if not (self.warm_start and hasattr(self, "module_")):
+            return False
+        if getattr(self, "_fitted_inference", self.inference) != self.inference:
             return False
         first, last = self.module_["network"].layers[0], self.module_["network"].layers[-1]
         return first.in_features == n_features and last.out_features == n_outputs
@@ -164,31 +176,28 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k).
 
         ``n_outputs`` is the network's output width (k for regression, the
-        number of classes for classification).
+        number of classes for classification). The inference method named by
+        ``inference`` builds and trains the network in the shared loop.
         """
+        method = self._inference_method()
         n_samples, n_features = X.shape
         rng = check_random_state(self.random_state)
         init_seed, noise_seed, shuffle_seed, predict_seed, split_seed = self._seeds(rng, 5)
         device = self._resolve_device()
         dtype = self._resolve_dtype(X.dtype, device)
-        if not self._can_warm_start(n_features, n_outputs):
-            self.module_ = self._build_module(n_features, n_outputs, init_seed, device, dtype)
+        method.warm_started = self._can_warm_start(n_features, n_outputs)
+        if not method.warm_started:
+            self.module_ = self._build_module(method, n_features, n_outputs, init_seed, device, dtype)
         self.device_ = device
         self.dtype_ = str(dtype).removeprefix("torch.")
         self._predict_seed = predict_seed
+        self._fitted_inference = self.inference
 
         train_idx, val_idx = np.arange(n_samples), None
         if self.early_stopping:
             train_idx, val_idx = self._validation_split(n_samples, split_seed)
         X_train, Y_train = self._to_tensor(X[train_idx]), self._to_tensor(Y[train_idx])
         n_train = len(train_idx)
-        network = self.module_["network"]
-        noise_generator = self._generator(noise_seed, device)
-
-        def loss_fn(idx):
-            return minibatch_loss(
-                self.module_, X_train[idx], Y_train[idx], n_train, self.n_samples_train, noise_generator
-            )
 
         validation_score_fn = None
         if val_idx is not None:
@@ -198,28 +207,29 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
                 n_draws = min(self.n_samples_predict, _N_SAMPLES_VALIDATION)
                 return float(self._log_predictive(X_val, Y_val, n_draws, predict_seed).mean())
 
-        optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate_init)
         batch_size = _auto_batch_size(n_train) if self.batch_size == "auto" else self.batch_size
-        batch_size = min(batch_size, n_train)
+        loop = {
+            "n_samples": n_train,
+            "batch_size": min(batch_size, n_train),
+            "max_iter": self.max_iter,
+            "generator": self._generator(shuffle_seed),
+            "device": device,
+            "tol": self.tol,
+            "n_iter_no_change": self.n_iter_no_change,
+            "validation_score_fn": validation_score_fn,
+            "module": self.module_,
+            "verbose": self.verbose,
+            "estimator_name": type(self).__name__,
+        }
         self.module_.train()
-        result = fit_loop(
-            loss_fn,
-            optimizer,
-            n_train,
-            batch_size=batch_size,
-            max_iter=self.max_iter,
-            generator=self._generator(shuffle_seed),
-            device=device,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            validation_score_fn=validation_score_fn,
-            module=self.module_,
-            verbose=self.verbose,
-            estimator_name=type(self).__name__,
+        result = method.fit(
+            self.module_, X_train, Y_train, noise_generator=self._generator(noise_seed, device), loop=loop
         )
         self.module_.eval()
         self._store_training_result(result)
-        self.kl_ = float(network.kl().detach())
+        self.kl_ = float(self.module_["network"].kl().detach())
+        for name, value in method.diagnostics.items():
+            setattr(self, f"{name}_", value)
         return self
 
     # --------------------------------------------------------------- prediction
@@ -227,18 +237,42 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
 
-    def _function_draws(self, X, n_samples, seed):
-        """Yield ``(rows, f)`` with f of shape (n_samples, len(rows), n_outputs).
+    def _draw_parameters(self, n_samples, seed, all_members=True):
+        """Weight draws shared by all rows, and the member index of each draw.
 
-        The ``n_samples`` weight draws come from a generator seeded with
-        ``seed`` and are shared by all rows, so a row's values do not depend on
-        the other rows; rows are processed in blocks to bound memory.
+        For a network with a finite set of members (``n_members``: an
+        ensemble, kept Monte-Carlo samples) and ``all_members=True`` the draws
+        are all members in order (the exact mixture) and the index is None;
+        otherwise ``n_samples`` draws from a generator seeded with ``seed``
+        (member indices drawn with replacement for a finite network, the
+        index tensor returned so that per-member noise can follow).
         """
         network = self.module_["network"]
-        width = max(layer.out_features for layer in network.layers)
-        block = max(1, _PREDICT_BLOCK // (n_samples * width))
+        finite = hasattr(network, "n_members")
         with torch.no_grad():
-            parameters = network.sample_parameters(n_samples, self._generator(seed, self.device_))
+            if finite and all_members:
+                return network.member_parameters(), None
+            generator = self._generator(seed, self.device_)
+            if finite:
+                index = torch.randint(network.n_members, (n_samples,), generator=generator, device=self.device_)
+                return network.member_parameters(index), index
+            return network.sample_parameters(n_samples, generator), None
+
+    def _function_draws(self, X, n_samples, seed, parameters=None):
+        """Yield ``(rows, f)`` with f of shape (n_draws, len(rows), n_outputs).
+
+        The weight draws (``parameters``, else :meth:`_draw_parameters` with
+        ``n_samples`` and ``seed``) are shared by all rows, so a row's values
+        do not depend on the other rows; rows are processed in blocks to
+        bound memory.
+        """
+        network = self.module_["network"]
+        if parameters is None:
+            parameters, _ = self._draw_parameters(n_samples, seed)
+        n_draws = parameters[0][0].shape[0]
+        width = max(layer.out_features for layer in network.layers)
+        block = max(1, _PREDICT_BLOCK // (n_draws * width))
+        with torch.no_grad():
             for start in range(0, X.shape[0], block):
                 rows = slice(start, start + block)
                 yield rows, network.forward_with(self._to_tensor(X[rows]), parameters)
@@ -254,7 +288,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         with torch.no_grad():
             for rows, f in self._function_draws(X, n_samples, seed):
                 log_p = likelihood.log_prob(Y[rows], f)
-                out.append(torch.logsumexp(log_p, dim=0) - np.log(n_samples))
+                out.append(torch.logsumexp(log_p, dim=0) - np.log(f.shape[0]))
         return torch.cat(out)
 
     def __sklearn_tags__(self):

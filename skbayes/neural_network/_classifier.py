@@ -30,10 +30,14 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     ----------
     hidden_layer_sizes : array-like of int or int, default=(50,)
         Width of each hidden layer; ``()`` gives Bayesian logistic regression.
-    inference : {"mfvi", "mc_dropout"}, default="mfvi"
+    inference : {"mfvi", "mc_dropout", "vadam", "sghmc", "ensemble"}, default="mfvi"
         ``"mfvi"``: mean-field Gaussian q with local reparameterisation and
         closed-form KL [Blundell2015]_ [Kingma2015]_. ``"mc_dropout"``:
         dropout before every layer, kept on at prediction [Gal2016]_.
+        ``"vadam"``: variational Adam [Khan2018]_. ``"sghmc"``:
+        stochastic-gradient HMC [Chen2014]_ (kept samples averaged).
+        ``"ensemble"``: deep ensemble [Lakshminarayanan2017]_. ``"pbp"`` is
+        regression-only and raises a ValueError here.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Non-linearity of the hidden layers.
     prior_scale : float, default=1.0
@@ -42,10 +46,37 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         Initial standard deviation of q for ``"mfvi"``.
     dropout_rate : float, default=0.01
         Probability of dropping a unit, for ``"mc_dropout"``.
+    init : {"default", "iblm"}, default="default"
+        Initialisation of the mean-field posterior, for ``"mfvi"`` and
+        ``"vadam"`` (see :data:`skbayes.nn.initialization.INITIALIZATIONS`):
+        ``"default"`` keeps uniform random means and ``posterior_init_scale``
+        standard deviations; ``"iblm"`` fits Bayesian linear regression layer
+        by layer (Rossi 2022, chapter 3), which keeps VI from collapsing to
+        the prior.
+    kl_warmup_epochs : int, default=0
+        Linear warm-up of the KL weight from 0 to 1 over this many epochs
+        (KL annealing; ``"mfvi"`` and ``"mc_dropout"``). The stopping rule
+        starts counting after the warm-up.
+    n_estimators : int, default=5
+        Number of independently initialised networks of ``"ensemble"``.
+    n_chains : int, default=2
+        Number of parallel chains of ``"sghmc"`` (with 2 or more, the
+        split R-hat of the chains is stored in ``rhat_``).
+    burn_in : int, default=100
+        Epochs of ``"sghmc"`` before samples are kept.
+    thinning : int, default=5
+        Epochs of ``"sghmc"`` between two kept samples.
+    n_kept_samples : int, default=20
+        Samples kept per chain by ``"sghmc"``.
+    friction : float, default=0.05
+        Friction (momentum decay per step) of ``"sghmc"``.
     batch_size : int or "auto", default="auto"
         ``"auto"`` is ``min(32, n_samples)`` up to 2,000 rows and 128 above.
     learning_rate_init : float, default=3e-3
         Adam step size.
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of the first and second moment estimates of Adam (and of
+        Vadam).
     max_iter : int, default=500
         Maximum number of epochs.
     n_samples_train : int, default=1
@@ -116,6 +147,14 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
        chapter 3 (section 3.3.1 for the uncertainty measures).
     .. [Houlsby2011] N. Houlsby et al., "Bayesian active learning for
        classification and preference learning", 2011 (BALD).
+    .. [Khan2018] M. E. Khan et al., "Fast and scalable Bayesian deep
+       learning by weight-perturbation in Adam", ICML 2018 (Cinelli 2019,
+       section 3.6).
+    .. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
+       Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
+    .. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
+       "Simple and scalable predictive uncertainty estimation using deep
+       ensembles", NeurIPS 2017.
 
     Examples
     --------
@@ -136,8 +175,18 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         prior_scale=1.0,
         posterior_init_scale=1e-3,
         dropout_rate=0.01,
+        init="default",
+        kl_warmup_epochs=0,
+        n_estimators=5,
+        n_chains=2,
+        burn_in=100,
+        thinning=5,
+        n_kept_samples=20,
+        friction=0.05,
         batch_size="auto",
         learning_rate_init=3e-3,
+        beta_1=0.9,
+        beta_2=0.999,
         max_iter=500,
         n_samples_train=1,
         n_samples_predict=100,
@@ -158,8 +207,18 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
             prior_scale=prior_scale,
             posterior_init_scale=posterior_init_scale,
             dropout_rate=dropout_rate,
+            init=init,
+            kl_warmup_epochs=kl_warmup_epochs,
+            n_estimators=n_estimators,
+            n_chains=n_chains,
+            burn_in=burn_in,
+            thinning=thinning,
+            n_kept_samples=n_kept_samples,
+            friction=friction,
             batch_size=batch_size,
             learning_rate_init=learning_rate_init,
+            beta_1=beta_1,
+            beta_2=beta_2,
             max_iter=max_iter,
             n_samples_train=n_samples_train,
             n_samples_predict=n_samples_predict,
@@ -174,7 +233,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
             dtype=dtype,
         )
 
-    def _make_likelihood(self, n_outputs, device, dtype):
+    def _make_likelihood(self, n_outputs, device, dtype, n_members=None):
         return CategoricalLikelihood()
 
     @_fit_context(prefer_skip_nested_validation=True)

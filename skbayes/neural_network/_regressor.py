@@ -31,13 +31,23 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     ----------
     hidden_layer_sizes : array-like of int or int, default=(50,)
         Width of each hidden layer; ``()`` gives Bayesian linear regression.
-    inference : {"mfvi", "mc_dropout"}, default="mfvi"
-        ``"mfvi"``: mean-field Gaussian q (Bayes by Backprop [Blundell2015]_)
-        with the local reparameterisation trick [Kingma2015]_ and the
-        closed-form KL to the prior. ``"mc_dropout"``: Bernoulli q over the
-        rows of each weight matrix, i.e. dropout before every layer, kept on
-        at prediction time (MC dropout [Gal2016]_), with the weight decay
-        derived from the prior, the dropout rate and N (see Notes).
+    inference : {"mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble"}, default="mfvi"
+        How the posterior over the weights is approximated (the user guide
+        compares them). ``"mfvi"``: mean-field Gaussian q (Bayes by Backprop
+        [Blundell2015]_) with the local reparameterisation trick
+        [Kingma2015]_ and the closed-form KL to the prior. ``"mc_dropout"``:
+        Bernoulli q over the rows of each weight matrix, i.e. dropout before
+        every layer, kept on at prediction time (MC dropout [Gal2016]_), with
+        the weight decay derived from the prior, the dropout rate and N (see
+        Notes). ``"pbp"``: probabilistic backpropagation
+        [HernandezLobato2015]_, assumed density filtering with Gamma
+        hyperpriors on the prior and noise precisions (no learning rate).
+        ``"vadam"``: variational Adam [Khan2018]_, natural-gradient
+        mean-field VI. ``"sghmc"``: stochastic-gradient Hamiltonian Monte
+        Carlo [Chen2014]_; predictions average the kept samples.
+        ``"ensemble"``: deep ensemble [Lakshminarayanan2017]_ of
+        ``n_estimators`` networks, each with its own learned noise; the
+        predictive is their uniform mixture.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Non-linearity of the hidden layers.
     prior_scale : float, default=1.0
@@ -47,6 +57,30 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         Initial standard deviation of q for ``"mfvi"``.
     dropout_rate : float, default=0.01
         Probability of *dropping* a unit, for ``"mc_dropout"``.
+    init : {"default", "iblm"}, default="default"
+        Initialisation of the mean-field posterior, for ``"mfvi"`` and
+        ``"vadam"`` (see :data:`skbayes.nn.initialization.INITIALIZATIONS`):
+        ``"default"`` keeps uniform random means and ``posterior_init_scale``
+        standard deviations; ``"iblm"`` fits Bayesian linear regression layer
+        by layer (Rossi 2022, chapter 3), which keeps VI from collapsing to
+        the prior.
+    kl_warmup_epochs : int, default=0
+        Linear warm-up of the KL weight from 0 to 1 over this many epochs
+        (KL annealing; ``"mfvi"`` and ``"mc_dropout"``). The stopping rule
+        starts counting after the warm-up.
+    n_estimators : int, default=5
+        Number of independently initialised networks of ``"ensemble"``.
+    n_chains : int, default=2
+        Number of parallel chains of ``"sghmc"`` (with 2 or more, the
+        split R-hat of the chains is stored in ``rhat_``).
+    burn_in : int, default=100
+        Epochs of ``"sghmc"`` before samples are kept.
+    thinning : int, default=5
+        Epochs of ``"sghmc"`` between two kept samples.
+    n_kept_samples : int, default=20
+        Samples kept per chain by ``"sghmc"``.
+    friction : float, default=0.05
+        Friction (momentum decay per step) of ``"sghmc"``.
     noise : "learn" or float, default="learn"
         ``"learn"`` learns one homoscedastic noise standard deviation per
         output by maximising the ELBO; a float fixes it (units of y).
@@ -59,6 +93,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         section 3.7).
     learning_rate_init : float, default=3e-3
         Adam step size.
+    beta_1, beta_2 : float, default=0.9, 0.999
+        Decay rates of the first and second moment estimates of Adam (and of
+        Vadam).
     max_iter : int, default=500
         Maximum number of epochs (training usually stops earlier, see
         ``n_iter_no_change``).
@@ -99,7 +136,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), which work
         in standardised target units.
     noise_std_ : ndarray of shape (n_outputs,)
-        Observation noise standard deviation, in the units of y.
+        Observation noise standard deviation, in the units of y (for
+        ``"ensemble"`` and ``"sghmc"``, whose members each have a noise level,
+        the root mean square over the members).
     loss_curve_ : list of float
         Per-datum negative ELBO (nats) of each epoch, in standardised units.
     n_iter_ : int
@@ -151,6 +190,17 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
        dropout and the local reparameterization trick", NeurIPS 2015.
     .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis,
        University of Cambridge, 2016, chapter 3.
+    .. [HernandezLobato2015] J. M. Hernández-Lobato and R. P. Adams,
+       "Probabilistic backpropagation for scalable learning of Bayesian
+       neural networks", ICML 2015 (Cinelli 2019, section 3.4).
+    .. [Khan2018] M. E. Khan et al., "Fast and scalable Bayesian deep
+       learning by weight-perturbation in Adam", ICML 2018 (Cinelli 2019,
+       section 3.6).
+    .. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
+       Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
+    .. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
+       "Simple and scalable predictive uncertainty estimation using deep
+       ensembles", NeurIPS 2017.
 
     Examples
     --------
@@ -180,10 +230,20 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         prior_scale=1.0,
         posterior_init_scale=1e-3,
         dropout_rate=0.01,
+        init="default",
+        kl_warmup_epochs=0,
+        n_estimators=5,
+        n_chains=2,
+        burn_in=100,
+        thinning=5,
+        n_kept_samples=20,
+        friction=0.05,
         noise="learn",
         normalize_y=True,
         batch_size="auto",
         learning_rate_init=3e-3,
+        beta_1=0.9,
+        beta_2=0.999,
         max_iter=500,
         n_samples_train=1,
         n_samples_predict=100,
@@ -204,8 +264,18 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             prior_scale=prior_scale,
             posterior_init_scale=posterior_init_scale,
             dropout_rate=dropout_rate,
+            init=init,
+            kl_warmup_epochs=kl_warmup_epochs,
+            n_estimators=n_estimators,
+            n_chains=n_chains,
+            burn_in=burn_in,
+            thinning=thinning,
+            n_kept_samples=n_kept_samples,
+            friction=friction,
             batch_size=batch_size,
             learning_rate_init=learning_rate_init,
+            beta_1=beta_1,
+            beta_2=beta_2,
             max_iter=max_iter,
             n_samples_train=n_samples_train,
             n_samples_predict=n_samples_predict,
@@ -222,11 +292,12 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         self.noise = noise
         self.normalize_y = normalize_y
 
-    def _make_likelihood(self, n_outputs, device, dtype):
+    def _make_likelihood(self, n_outputs, device, dtype, n_members=None):
+        factory = {"n_members": n_members, "device": device, "dtype": dtype}
         if self.noise == "learn":
-            return GaussianLikelihood(n_outputs, _NOISE_INIT, learn_noise=True, device=device, dtype=dtype)
+            return GaussianLikelihood(n_outputs, _NOISE_INIT, learn_noise=True, **factory)
         # A fixed noise is given in y units; the model works in standardised units.
-        likelihood = GaussianLikelihood(n_outputs, 1.0, learn_noise=False, device=device, dtype=dtype)
+        likelihood = GaussianLikelihood(n_outputs, 1.0, learn_noise=False, **factory)
         scale = torch.as_tensor(self.noise / self._y_scale, device=device, dtype=dtype)
         likelihood.raw_noise.copy_(torch.log(torch.expm1(scale - likelihood._floor)))
         return likelihood
@@ -269,7 +340,10 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             self._y_mean = np.zeros(Y.shape[1], dtype=Y.dtype)
             self._y_scale = np.ones(Y.shape[1], dtype=Y.dtype)
         self._fit_network(X, (Y - self._y_mean) / self._y_scale, self.n_outputs_)
+        # Root mean square over the members when each member has its own noise:
+        # the aleatoric variance of the uniform mixture.
         noise = self.module_["likelihood"].noise_std.detach().cpu().numpy()
+        noise = np.sqrt((noise**2).reshape(-1, self.n_outputs_).mean(axis=0))
         self.noise_std_ = noise * self._y_scale
         return self
 
@@ -344,8 +418,10 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def sample_y(self, X, n_samples=1, random_state=0):
         """Draw targets from the posterior predictive distribution.
 
-        Each sample draws one weight setting from q (shared by all rows, so
-        the function is coherent across X) and adds Gaussian noise.
+        Each sample draws one weight setting from the posterior (shared by all
+        rows, so the function is coherent across X; for ``"ensemble"`` and
+        ``"sghmc"`` a member chosen at random, with its own noise level) and
+        adds Gaussian noise.
 
         Parameters
         ----------
@@ -363,10 +439,14 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         """
         X = self._validate_X_predict(X)
         seed, noise_seed = self._seeds(check_random_state(random_state), 2)
-        draws = [f for _, f in self._function_draws(X, n_samples, seed)]
+        parameters, index = self._draw_parameters(n_samples, seed, all_members=False)
+        draws = [f for _, f in self._function_draws(X, n_samples, seed, parameters)]
         f = torch.cat(draws, dim=1).cpu().numpy()  # (S, n, k)
+        sigma = self.module_["likelihood"].noise_std.detach()
+        if index is not None:  # one noise level per member: follow the drawn members
+            sigma = sigma[index]
         noise = np.random.RandomState(noise_seed).standard_normal(f.shape)
-        y = (f + noise * self.module_["likelihood"].noise_std.detach().cpu().numpy()) * self._y_scale + self._y_mean
+        y = (f + noise * sigma.cpu().numpy()) * self._y_scale + self._y_mean
         y = np.moveaxis(y, 0, -1)  # (n, k, S)
         return y[:, 0, :] if self._y_1d else y
 

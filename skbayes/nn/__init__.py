@@ -11,7 +11,7 @@ from .kernels import MaternKernel, RBFKernel
 from .layers import DropoutLinear, MeanFieldLinear
 from .likelihoods import CategoricalLikelihood, GaussianLikelihood
 from .mlp import BayesianMLP
-from .objectives import negative_elbo
+from .objectives import kl_warmup_weight, negative_elbo
 from .sparse_gp import SVGP
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "RBFKernel",
     "SVGP",
     "kl_normal_normal",
+    "kl_warmup_weight",
     "negative_elbo",
 ]

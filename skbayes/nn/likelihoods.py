@@ -33,16 +33,22 @@ class GaussianLikelihood(nn.Module):
     learn_noise : bool, default=True
         Learn the noise by maximising the ELBO (type-II maximum likelihood);
         otherwise keep it fixed at ``noise_std``.
+    n_members : int, optional
+        For models made of a finite set of members (ensemble members, kept
+        Monte-Carlo samples): one noise level per member, so that
+        ``noise_std`` has shape (n_members, 1, n_outputs) and broadcasts
+        against function values of shape (n_members, n, n_outputs).
     device, dtype : optional
         Where and in which precision the parameters live.
     """
 
     _floor = 1e-6
 
-    def __init__(self, n_outputs, noise_std=0.1, learn_noise=True, *, device=None, dtype=None):
+    def __init__(self, n_outputs, noise_std=0.1, learn_noise=True, *, n_members=None, device=None, dtype=None):
         super().__init__()
         raw = math.log(math.expm1(noise_std - self._floor))
-        raw = torch.full((n_outputs,), raw, device=device, dtype=dtype)
+        shape = (n_outputs,) if n_members is None else (n_members, 1, n_outputs)
+        raw = torch.full(shape, raw, device=device, dtype=dtype)
         if learn_noise:
             self.raw_noise = nn.Parameter(raw)
         else:
@@ -50,7 +56,7 @@ class GaussianLikelihood(nn.Module):
 
     @property
     def noise_std(self):
-        """Noise standard deviation, tensor of shape (n_outputs,)."""
+        """Noise standard deviation, shape (n_outputs,) or (n_members, 1, n_outputs)."""
         return F.softplus(self.raw_noise) + self._floor
 
     def log_prob(self, y, f):
