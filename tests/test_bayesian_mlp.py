@@ -382,3 +382,27 @@ def test_grid_search_with_an_uncertainty_aware_scorer(sine_data):
     assert search.best_params_ == {"bayesianmlpregressor__noise": 0.2}
     mean, std = search.best_estimator_.predict(X_test, return_std=True)
     assert search.score(X_test, y_test) == pytest.approx(-gaussian_nll(y_test, mean, y_std=std))
+
+
+def test_kl_warmup_starts_from_the_likelihood_alone():
+    # With kl_warmup_epochs the first step's loss carries no KL, the KL weight
+    # then rises linearly to 1 (the shared schedule of the VAE), and stopping
+    # waits for the warm-up to end.
+    from skbayes.nn import kl_warmup_weight
+
+    assert kl_warmup_weight(0, 10) == 0.0
+    assert kl_warmup_weight(5, 10) == 0.5
+    assert kl_warmup_weight(25, 10) == 1.0
+    assert kl_warmup_weight(0, 0) == 1.0
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(64, 2), rng.randn(64)
+    model = BayesianMLPRegressor(kl_warmup_epochs=3, max_iter=3, batch_size=64, random_state=0)
+    method = get_inference_method("mfvi")(model)
+    assert method.kl_weight(0, n_batches=1) == 0.0
+    assert method.kl_weight(1, n_batches=1) == pytest.approx(1 / 3)
+    assert method.kl_weight(3, n_batches=1) == 1.0
+    # The KL of the prior-far initial posterior is large, so the first epochs'
+    # losses (little KL) are far below the same model's loss without warm-up.
+    with_warmup = model.fit(X, y).loss_curve_[0]
+    without = clone(model).set_params(kl_warmup_epochs=0).fit(X, y).loss_curve_[0]
+    assert with_warmup < without - 1.0
