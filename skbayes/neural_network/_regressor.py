@@ -57,17 +57,20 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         Initial standard deviation of q for ``"mfvi"``.
     dropout_rate : float, default=0.01
         Probability of *dropping* a unit, for ``"mc_dropout"``.
-    init : {"default", "iblm"}, default="default"
+    init : {"default", "iblm", "uninformative", "heuristic", "xavier", "orthogonal", "lsuv"}, default="default"
         Initialisation of the mean-field posterior, for ``"mfvi"`` and
         ``"vadam"`` (see :data:`skbayes.nn.initialization.INITIALIZATIONS`):
         ``"default"`` keeps uniform random means and ``posterior_init_scale``
         standard deviations; ``"iblm"`` fits Bayesian linear regression layer
-        by layer (Rossi 2022, chapter 3), which keeps VI from collapsing to
-        the prior.
+        by layer (I-BLM, Rossi 2022, chapter 3), which keeps VI from
+        collapsing to the prior; the others are the alternatives compared
+        there (section 3.3). ``"vadam"`` always starts its variances at the
+        prior's and uses only the means.
     kl_warmup_epochs : int, default=0
         Linear warm-up of the KL weight from 0 to 1 over this many epochs
-        (KL annealing; ``"mfvi"`` and ``"mc_dropout"``). The stopping rule
-        starts counting after the warm-up.
+        (KL annealing; ``"mfvi"`` and ``"mc_dropout"``; ``"vadam"`` has no KL
+        gradient to anneal). The stopping rule starts counting after the
+        warm-up.
     n_estimators : int, default=5
         Number of independently initialised networks of ``"ensemble"``.
     n_chains : int, default=2
