@@ -20,7 +20,12 @@ import skbayes.gaussian_process._sparse_gp as sparse_gp_module
 from skbayes import DeviceWarning, SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 from skbayes.nn.kernels import MaternKernel, RBFKernel
-from skbayes.nn.sparse_gp import cholesky
+from skbayes.nn.natural_gradient import (
+    NaturalGradient,
+    OptimizerChain,
+    covariance_gradient,
+)
+from skbayes.nn.sparse_gp import cholesky, expected_log_lik
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -148,7 +153,8 @@ def _tiny_module(n_inducing=4):
     return model.module_, torch.tensor(X), torch.tensor(y)
 
 
-def test_objective_gradient_matches_finite_differences():
+@pytest.mark.parametrize("which", ["vfe", "fitc"])
+def test_objective_gradient_matches_finite_differences(which):
     module, X, y = _tiny_module()
     names, values = zip(*[(n, p.detach().clone().requires_grad_(True)) for n, p in module.named_parameters()])
 
@@ -158,7 +164,7 @@ def test_objective_gradient_matches_finite_differences():
             self.module = module
 
         def forward(self):
-            return minibatch_loss(self.module, X, y, 12)
+            return minibatch_loss(self.module, X, y, 12, which)
 
     loss = Loss()
 
@@ -168,9 +174,10 @@ def test_objective_gradient_matches_finite_differences():
     assert torch.autograd.gradcheck(objective, values, eps=1e-6, atol=1e-6)
 
 
-def test_every_parameter_gets_a_gradient():
+@pytest.mark.parametrize("objective", ["vfe", "fitc"])
+def test_every_parameter_gets_a_gradient(objective):
     module, X, y = _tiny_module()
-    minibatch_loss(module, X, y, 12).backward()
+    minibatch_loss(module, X, y, 12, objective).backward()
     for name, p in module.named_parameters():
         assert p.grad.abs().max() > 0, name
     # the upper triangle of the raw scale is unused
@@ -432,6 +439,10 @@ def test_several_targets_are_rejected():
         ({"n_inducing": 0}, "'n_inducing' parameter"),
         ({"noise": "fixed"}, "'noise' parameter"),
         ({"mean": "linear"}, "'mean' parameter"),
+        ({"objective": "dtc"}, "'objective' parameter"),
+        ({"variational_optimizer": "sgd"}, "'variational_optimizer' parameter"),
+        ({"ngd_step_size": 0.0}, "'ngd_step_size' parameter"),
+        ({"ngd_step_size": 1.5}, "'ngd_step_size' parameter"),
         ({"length_scale": [1.0, 2.0, 3.0]}, "one value per feature; got shape \\(3,\\) for X with 2"),
         ({"length_scale": [1.0, -2.0]}, "length_scale must be finite and > 0"),
         ({"device": "tpu"}, "not a valid torch device"),
@@ -458,3 +469,278 @@ def test_convergence_warning_at_max_iter():
     X, y = _sine(40, 0)
     with pytest.warns(ConvergenceWarning, match="maximum number of epochs"):
         SparseGPRegressor(n_inducing=5, max_iter=2, random_state=0).fit(X, y)
+
+
+# ------------------------------------------------------------ FITC objective
+def _dense_rbf(hyper):
+    return C(hyper["signal_var"]) * RBF(hyper["length_scale"])
+
+
+def _fixed_gp(objective, n_inducing, **params):
+    return SparseGPRegressor(
+        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, mean="zero", normalize_y=False,
+        objective=objective, random_state=0, **params,
+    )
+
+
+def test_expected_log_lik_is_the_log_of_the_expectation_for_fitc():
+    # Gauss-Hermite quadrature of both definitions at a few points: FITC is
+    # E_q(v)[log E_{p(f|v)} N(y | f, s2)] (Rossi 2022, eqs. 6.12 and 6.16),
+    # VFE is E_q(v) E_{p(f|v)}[log N(y | f, s2)].
+    nodes, weights = np.polynomial.hermite_e.hermegauss(60)
+    weights = weights / weights.sum()
+    y, mu, cond, qvar, noise = 0.7, -0.2, 0.3, 0.5, 0.04
+    f_given_v = mu + np.sqrt(qvar) * nodes  # mean of p(f | v) for v ~ q
+    log_expectation = [np.log(np.sum(weights * norm.pdf(y, m + np.sqrt(cond) * nodes, np.sqrt(noise)))) for m in f_given_v]
+    expectation_of_log = [np.sum(weights * norm.logpdf(y, m + np.sqrt(cond) * nodes, np.sqrt(noise))) for m in f_given_v]
+    args = [torch.tensor([v], dtype=torch.float64) for v in (y, mu, cond, qvar)]
+    fitc = float(expected_log_lik(*args, noise, "fitc"))
+    vfe = float(expected_log_lik(*args, noise, "vfe"))
+    assert fitc == pytest.approx(np.sum(weights * np.array(log_expectation)), rel=1e-8)
+    assert vfe == pytest.approx(np.sum(weights * np.array(expectation_of_log)), rel=1e-8)
+    assert fitc > vfe + 1.0  # Jensen, and far apart with this conditional variance
+    with pytest.raises(ValueError, match="objective must be one of"):
+        expected_log_lik(*args, noise, "dtc")
+
+
+def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(small_problem):
+    # M = 8 < N = 30, fixed Z and hyperparameters: the loss before the first
+    # step (q at its closed-form optimum) is -log N(y | 0, Q + diag(K - Q) +
+    # s2 I) / N (Snelson & Ghahramani 2006), and the predictive is Rossi 2022,
+    # eq. 6.11. The same relative jitter as the model's (1e-6 * mean diag of
+    # K_zz) makes the dense reference exact.
+    X, y, X_test, hyper = small_problem
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"]}
+    model = _fixed_gp("fitc", 8, max_iter=3, **params).fit(X, y)
+    kernel, Z, noise_var = _dense_rbf(hyper), model.inducing_points_, hyper["noise"] ** 2
+    kzz = kernel(Z) + 1e-6 * hyper["signal_var"] * np.eye(8)
+    kxz, ksz = kernel(X, Z), kernel(X_test, Z)
+    q = kxz @ np.linalg.solve(kzz, kxz.T)
+    lam = np.diag(kernel(X)) - np.diag(q) + noise_var
+    fitc_lml = -0.5 * (len(X) * np.log(2 * np.pi) + np.linalg.slogdet(q + np.diag(lam))[1]
+                       + y @ np.linalg.solve(q + np.diag(lam), y))
+    assert model.loss_curve_[0] * len(X) == pytest.approx(-fitc_lml, rel=1e-8)
+    sigma = np.linalg.inv(kzz + kxz.T @ (kxz / lam[:, None]))
+    mean = ksz @ sigma @ kxz.T @ (y / lam)
+    var_f = np.diag(kernel(X_test)) - np.sum(ksz * np.linalg.solve(kzz, ksz.T).T, 1) + np.sum(ksz * (ksz @ sigma), 1)
+    np.testing.assert_allclose(model.predict(X_test), mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(model.predict_uncertainty(X_test).epistemic_std ** 2, var_f, rtol=1e-6, atol=1e-8)
+    # the VFE fit of the same model is a different (DTC) predictive
+    vfe = _fixed_gp("vfe", 8, max_iter=3, **params).fit(X, y)
+    assert np.abs(vfe.predict(X_test) - mean).max() > 1e-2
+
+
+def test_fitc_and_vfe_coincide_when_the_inducing_points_are_the_data(small_problem):
+    X, y, X_test, hyper = small_problem
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"]}
+    fitc = _fixed_gp("fitc", len(X), max_iter=3, **params).fit(X, y)
+    vfe = _fixed_gp("vfe", len(X), max_iter=3, **params).fit(X, y)
+    # equal up to the 1e-6 relative jitter on K_zz, which leaves k_nn - Q_nn ~ 1e-6, not 0
+    assert fitc.loss_curve_[0] == pytest.approx(vfe.loss_curve_[0], rel=1e-4)
+    np.testing.assert_allclose(fitc.predict_std(X_test), vfe.predict_std(X_test), rtol=1e-4)
+    np.testing.assert_allclose(fitc.predict(X_test), vfe.predict(X_test), atol=1e-4)
+
+
+def test_fitc_objective_fits_the_sine(sine_data):
+    (X, y), (X_test, y_test) = sine_data
+    model = SparseGPRegressor(n_inducing=20, objective="fitc", random_state=0).fit(X, y)
+    assert model.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    lower, upper = model.predict_interval(X_test, coverage=0.95)
+    assert 0.90 <= np.mean((y_test >= lower) & (y_test <= upper)) <= 0.99
+
+
+# --------------------------------------------------------- natural gradients
+def test_covariance_gradient_matches_autograd_through_the_cholesky_factor():
+    rng = np.random.RandomState(0)
+    tril = torch.tensor(np.tril(rng.randn(5, 5)) + 3 * np.eye(5))
+    weight = torch.tensor(rng.randn(5, 5))
+
+    def loss(cov):
+        return (weight * cov).sum() + torch.logdet(cov) + cov[0] @ cov[:, 1]
+
+    leaf = tril.clone().requires_grad_(True)
+    loss(leaf @ leaf.T).backward()
+    cov = (tril @ tril.T).requires_grad_(True)
+    loss(cov).backward()
+    np.testing.assert_allclose(covariance_gradient(tril, leaf.grad).numpy(), (0.5 * (cov.grad + cov.grad.T)).numpy(), atol=1e-12)
+
+
+def _natural_parameters(gp):
+    with torch.no_grad():
+        precision = torch.cholesky_inverse(gp.q_scale_tril)
+        return (precision @ gp.q_mean).numpy(), (-0.5 * precision).numpy()
+
+
+@pytest.mark.parametrize("objective", ["vfe", "fitc"])
+def test_one_natural_gradient_step_of_size_one_reaches_the_optimal_q(objective):
+    # Conjugate objective + full batch + gamma = 1: theta_new = theta_prior +
+    # theta_lik, the closed form of set_optimal_q_ (Salimbeni et al. 2018).
+    module, X, y = _tiny_module(n_inducing=5)
+    gp, noise_var = module["gp"], float(module["likelihood"].noise_std[0].detach() ** 2)
+    ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=1.0, loss_scale=len(X))
+    ngd.zero_grad()
+    minibatch_loss(module, X, y, len(X), objective).backward()
+    ngd.step()
+    mean, tril = gp.q_mean.detach().clone(), gp.q_scale_tril.detach().clone()
+    gp.set_optimal_q_(X, y, noise_var, objective=objective)
+    np.testing.assert_allclose(mean.numpy(), gp.q_mean.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(tril.numpy(), gp.q_scale_tril.detach().numpy(), atol=1e-10)
+    # and nothing but q was touched by the natural-gradient optimiser
+    assert ngd.state[gp.q_mean]["n_backtracks"] == 0
+
+
+def test_natural_gradient_steps_move_along_the_line_to_the_optimum():
+    # For a conjugate objective theta_k = theta* + (1 - gamma)^k (theta_0 - theta*).
+    module, X, y = _tiny_module(n_inducing=5)
+    gp, noise_var = module["gp"], float(module["likelihood"].noise_std[0].detach() ** 2)
+    start = _natural_parameters(gp)
+    state = {k: v.clone() for k, v in gp.state_dict().items()}
+    gp.set_optimal_q_(X, y, noise_var)
+    optimum = _natural_parameters(gp)
+    gp.load_state_dict(state)
+    ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=0.5, loss_scale=len(X))
+    for _ in range(3):
+        ngd.zero_grad()
+        minibatch_loss(module, X, y, len(X)).backward()
+        ngd.step()
+    for got, first, best in zip(_natural_parameters(gp), start, optimum):
+        np.testing.assert_allclose(got, best + 0.125 * (first - best), atol=1e-9)
+
+
+def test_natural_gradient_halves_a_step_that_breaks_positive_definiteness():
+    mean = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    raw = torch.nn.Parameter(torch.eye(3, dtype=torch.float64))
+    ngd = NaturalGradient(mean, raw, lr=1.0, loss_scale=1.0)
+    mean.grad = torch.zeros(3, dtype=torch.float64)
+    raw.grad = -10.0 * torch.eye(3, dtype=torch.float64)  # lowers the precision far below 0 at full step
+    ngd.step()
+    assert ngd.state[mean]["n_backtracks"] > 0
+    tril = torch.tril(raw.detach(), -1) + torch.diag(torch.nn.functional.softplus(raw.detach().diagonal()))
+    assert torch.isfinite(tril).all() and (tril.diagonal() > 0).all()
+    # the step still moved q (here: to a larger variance, as the gradient asked)
+    assert (tril.diagonal() > torch.nn.functional.softplus(torch.ones(3, dtype=torch.float64))).all()
+    with pytest.raises(ValueError, match="lr must be in"):
+        NaturalGradient(mean, raw, lr=1.5)
+
+
+def test_ngd_estimator_trains_q_with_natural_gradients_and_the_rest_with_adam(sine_data, monkeypatch):
+    (X, y), (X_test, y_test) = sine_data
+    adam = SparseGPRegressor(n_inducing=20, random_state=0).fit(X, y)
+    ngd = SparseGPRegressor(n_inducing=20, variational_optimizer="ngd", random_state=0).fit(X, y)
+    chain = ngd._optimizer
+    assert isinstance(chain, OptimizerChain) and isinstance(chain.optimizers[1], NaturalGradient)
+    gp = ngd.module_["gp"]
+    adam_params = {id(p) for p in chain.optimizers[0].param_groups[0]["params"]}
+    assert id(gp.q_mean) not in adam_params and id(gp.raw_q_scale_tril) not in adam_params
+    assert id(gp.inducing_points) in adam_params
+    assert chain.optimizers[1].param_groups[0]["loss_scale"] == len(X)
+    assert ngd.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    lpd_adam = adam.log_predictive_density(X_test, y_test).mean()
+    lpd_ngd = ngd.log_predictive_density(X_test, y_test).mean()
+    assert lpd_ngd == pytest.approx(lpd_adam, abs=0.03)
+
+
+def test_ngd_with_step_one_keeps_q_at_its_optimum_during_training(small_problem):
+    # Fixed hyperparameters and Z, full batch, gamma = 1: every step lands on
+    # the optimum again, so the loss stays at -ELBO(q*) / N to round-off,
+    # while Adam on q wanders by about learning_rate_init.
+    X, y, _, hyper = small_problem
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"],
+              "max_iter": 10, "learning_rate_init": 0.05}
+    ngd = _fixed_gp("vfe", 8, variational_optimizer="ngd", ngd_step_size=1.0, **params).fit(X, y)
+    adam = _fixed_gp("vfe", 8, **params).fit(X, y)
+    assert np.ptp(ngd.loss_curve_) < 1e-10
+    assert np.ptp(adam.loss_curve_) > 1e-4
+    assert isinstance(ngd._optimizer, OptimizerChain) and len(ngd._optimizer.optimizers) == 1  # nothing for Adam
+
+
+# ---------------------------------------------------------------- partial_fit
+def test_first_partial_fit_initialises_from_the_batch_like_fit(sine_data):
+    (X, y), _ = sine_data
+    batch_X, batch_y = X[:100], y[:100]
+    streamed = SparseGPRegressor(n_inducing=20, random_state=0).partial_fit(batch_X, batch_y)
+    assert streamed.n_seen_ == 100 and streamed.n_iter_ == 1 and len(streamed.loss_curve_) == 1
+    assert streamed.n_inducing_ == 20 and streamed.n_features_in_ == 1
+    # same seeds: the same k-means inducing points and the same first epoch as fit
+    once = SparseGPRegressor(n_inducing=20, max_iter=1, random_state=0).fit(batch_X, batch_y)
+    np.testing.assert_array_equal(streamed.inducing_points_, once.inducing_points_)
+    np.testing.assert_array_equal(streamed.length_scale_, once.length_scale_)
+    assert streamed.loss_curve_ == once.loss_curve_
+    assert streamed._y_mean == pytest.approx(batch_y.mean()) and streamed._y_scale == pytest.approx(batch_y.std())
+    small = SparseGPRegressor(n_inducing=50, random_state=0).partial_fit(X[:30], y[:30])
+    assert small.n_inducing_ == 30
+
+
+def test_partial_fit_scales_the_objective_by_the_rows_seen_so_far(sine_data, monkeypatch):
+    (X, y), _ = sine_data
+    seen = []
+
+    def recording_loss(module, x, y, n_data, objective):
+        seen.append((len(x), n_data))
+        return minibatch_loss(module, x, y, n_data, objective)
+
+    monkeypatch.setattr(sparse_gp_module, "minibatch_loss", recording_loss)
+    model = SparseGPRegressor(n_inducing=10, batch_size=40, random_state=0)
+    for start, stop in [(0, 100), (100, 250), (250, 300)]:
+        model.partial_fit(X[start:stop], y[start:stop])
+    # one pass over each call's rows in batches of 40, N = running total
+    assert seen == [(40, 100), (40, 100), (20, 100), (40, 250), (40, 250), (40, 250), (30, 250), (40, 300), (10, 300)]
+    assert model.n_seen_ == 300 and model.n_iter_ == 3 and len(model.loss_curve_) == 3
+
+
+def test_streaming_partial_fit_learns_the_function(sine_data):
+    (X, y), (X_test, y_test) = sine_data
+    model = SparseGPRegressor(n_inducing=20, variational_optimizer="ngd", learning_rate_init=0.05, random_state=0)
+    model.partial_fit(X[:100], y[:100])
+    first = model.log_predictive_density(X_test, y_test).mean()
+    for _ in range(30):  # a stream of 30 x 500 rows, 100 per call
+        for start in range(0, 500, 100):
+            model.partial_fit(X[start : start + 100], y[start : start + 100])
+    assert model.n_seen_ == 100 + 30 * 500
+    last = model.log_predictive_density(X_test, y_test).mean()
+    # fit on the 500 rows reaches 0.178 nats and R^2 0.926; the first call alone -2.66
+    assert first < -1 and last > 0.15
+    assert model.score(X_test, y_test) > 0.9
+    assert model.noise_std_ == pytest.approx(NOISE, rel=0.2)
+
+
+def test_partial_fit_continues_fit_and_fit_starts_afresh(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=10, max_iter=5, random_state=0).fit(X, y)
+    z_fitted = model.inducing_points_.copy()
+    model.partial_fit(X[:50], y[:50])
+    assert model.n_seen_ == len(X) + 50 and model.n_iter_ == 6 and len(model.loss_curve_) == 6
+    assert not np.array_equal(model.inducing_points_, z_fitted)  # one more step moved Z
+    with pytest.raises(ValueError, match="X has 2 features, but SparseGPRegressor is expecting 1"):
+        model.partial_fit(np.zeros((5, 2)), np.zeros(5))
+    model.fit(X[:200], y[:200])
+    assert model.n_seen_ == 200 and model.n_iter_ == 5
+
+
+def test_partial_fit_after_pickling_rebuilds_the_optimiser(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=10, variational_optimizer="ngd", random_state=0).partial_fit(X[:100], y[:100])
+    loaded = pickle.loads(pickle.dumps(model))
+    assert not hasattr(loaded, "_optimizer")
+    loaded.partial_fit(X[100:200], y[100:200])
+    assert loaded.n_seen_ == 200 and isinstance(loaded._optimizer, OptimizerChain)
+    assert loaded._optimizer.optimizers[-1].param_groups[0]["loss_scale"] == 200
+
+
+# ------------------------------------------------------------ small contracts
+def test_fitted_scales_are_python_floats(fitted):
+    assert type(fitted.noise_std_) is float and type(fitted.signal_std_) is float
+
+
+def test_log_predictive_density_validates_x_once(fitted, sine_data, monkeypatch):
+    _, (X_test, y_test) = sine_data
+    calls = []
+    original = sparse_gp_module.validate_data
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sparse_gp_module, "validate_data", counting)
+    fitted.log_predictive_density(X_test[:10], y_test[:10])
+    assert len(calls) == 1

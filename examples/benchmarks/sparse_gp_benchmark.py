@@ -5,66 +5,96 @@ What it does
 UCI mode (the default). For each requested UCI dataset (default: kin8nm and
 power-plant; absent ones are skipped with a note) and each of the first
 ``--splits`` fixed 90/10 splits, X is standardised with the training rows'
-mean and std (``StandardScaler``), and three models are fitted on the
-training rows:
+mean and std (``StandardScaler``), and the methods of ``--methods`` are fitted
+on the training rows, one after the other, INTERLEAVED: within a split every
+method runs once, and the order of the methods is rotated by one position
+from one split to the next, so that slow drifts of the machine's load do not
+favour one method.
 
-(a) ``skbayes``: ``SparseGPRegressor(n_inducing=M, random_state=SPLIT)``,
-    defaults otherwise (RBF-ARD kernel, k-means initial inducing points,
-    batch_size="auto" = min(1024, N), Adam lr 0.01, ``normalize_y=True``,
-    float64 on the CPU), except ``max_iter`` when ``--max-iter`` is given.
-(b) ``gpytorch_svgp`` (optional; skipped with a note when GPyTorch is not
-    installed): ``gpytorch.models.ApproximateGP`` with a
-    ``CholeskyVariationalDistribution``, a
-    ``VariationalStrategy(learn_inducing_locations=True)`` (whitened),
-    ``ScaleKernel(RBFKernel(ard_num_dims=d))``, ``ConstantMean`` and a
-    ``GaussianLikelihood``, trained on ``VariationalELBO(num_data=N)`` with
-    Adam (lr 0.01) over all parameters, in float64, on y standardised with the
-    training mean and std. It gets the SAME M, the SAME initial inducing
-    points (``MiniBatchKMeans(n_clusters=M, n_init=1)`` with the seed that
-    SparseGPRegressor derives from ``random_state=SPLIT``, so Z starts
-    identical), the SAME batch size and the SAME number of epochs that (a)
-    actually ran (its ``n_iter_``), reshuffling the rows every epoch.
-    GPyTorch's own initial hyperparameters are kept (standard, untuned use).
-(c) ``exact_gp``: scikit-learn's
-    ``GaussianProcessRegressor(ConstantKernel() * RBF(length_scale=np.ones(d))
-    + WhiteKernel(), normalize_y=True)`` (one L-BFGS run, no restarts) on a
-    random subset (seeded by the split) of at most ``--exact-max-rows``
-    training rows: the exact GP at the size where it fits in memory and time
-    (on power-plant, one likelihood evaluation on all 8611 rows took 33 s and
-    11 GB). The rows used are reported.
+skbayes rows, ``SparseGPRegressor(n_inducing=M, random_state=SPLIT, ...)``
+with the defaults otherwise (RBF-ARD kernel, k-means initial inducing points,
+batch_size="auto" = min(1024, N), Adam lr 0.01 for the hyperparameters,
+``normalize_y=True``, float64 on the CPU):
+
+``skbayes``           objective="vfe", variational_optimizer="adam" (defaults)
+``skbayes_fitc``      objective="fitc"
+``skbayes_ngd``       variational_optimizer="ngd" (ngd_step_size=0.1)
+``skbayes_fitc_ngd``  objective="fitc", variational_optimizer="ngd"
+
+GPyTorch rows (optional; skipped with a note when GPyTorch is not
+installed): ``gpytorch.models.ApproximateGP`` with a whitened
+``VariationalStrategy(learn_inducing_locations=True)``,
+``ScaleKernel(RBFKernel(ard_num_dims=d))``, ``ConstantMean`` and a
+``GaussianLikelihood``, trained on ``VariationalELBO(num_data=N)`` in
+float64, on y standardised with the training mean and std, with GPyTorch's
+own initial hyperparameters (standard, untuned use), the SAME M, the SAME
+initial inducing points (``MiniBatchKMeans(n_clusters=M, n_init=1)`` with the
+seed that SparseGPRegressor derives from ``random_state=SPLIT``), the SAME
+batch size, a reshuffle every epoch, and the SAME stopping rule:
+
+``gpytorch_svgp``      ``CholeskyVariationalDistribution``, Adam (lr 0.01) on
+                       all parameters
+``gpytorch_svgp_ngd``  ``NaturalVariationalDistribution`` with
+                       ``gpytorch.optim.NGD(lr=0.1)``, Adam (lr 0.01) on the
+                       hyperparameters and Z
+
+``exact_gp``: scikit-learn's ``GaussianProcessRegressor(ConstantKernel() *
+RBF(length_scale=np.ones(d)) + WhiteKernel(), normalize_y=True)`` (one
+L-BFGS run, no restarts) on a random subset (seeded by the split) of at most
+``--exact-max-rows`` training rows (the full exact GP does not fit: on
+power-plant one likelihood evaluation on all 8611 rows took 33 s and 11 GB).
+
+Budget (``--budget``), the same for every sparse method:
+
+``converged`` (default)  each method runs until ITS OWN epoch loss stops
+    improving: the stopping rule of skbayes' training loop (stop after more
+    than ``--n-iter-no-change`` consecutive epochs without a decrease of the
+    per-datum loss by at least ``--tol``), applied to GPyTorch's per-datum
+    negative ELBO too, with ``--max-iter`` epochs as a cap (a fit that hits
+    the cap is flagged with ``*``).
+``fixed``  every sparse method runs exactly ``--max-iter`` epochs (skbayes
+    with tol=0 and n_iter_no_change=max_iter, so it cannot stop earlier).
 
 Metrics, in the ORIGINAL units of y: test RMSE of the predictive mean, test
 LL = mean over test points of log N(y_i | mu_i, sigma_i^2), sigma_i including
-the observation noise, and the fit time in seconds (wall clock; for (a) and
-(b) it includes the k-means initialisation, for (b) the model construction).
-Aggregates are mean ± standard error over splits, SE = np.std(ddof=0) /
-sqrt(n_splits), as in uci_benchmark.py. Fits run one at a time in one
-process; the JSON is rewritten after every fit so an interrupted run keeps
-what it measured.
+the observation noise, and the fit time in seconds (wall clock; for the
+sparse models it includes the k-means initialisation, for skbayes the two
+closed-form q(u) passes, for GPyTorch the model construction). Aggregates
+are mean ± standard error over splits, SE = np.std(ddof=0) / sqrt(n_splits),
+and per split the paired differences (test LL, time ratio) of every skbayes
+row against ``gpytorch_svgp``. Fits run one at a time in one process; the
+JSON is rewritten after every fit so an interrupted run keeps what it
+measured.
 
-Synthetic mode (``--synthetic-rows N``). Instead of the UCI runs, fits
-``SparseGPRegressor(n_inducing=M, random_state=0)`` (``max_iter`` from
-``--max-iter``, else the default) on N x 8 synthetic data, X ~ N(0, I) and
+Synthetic mode (``--synthetic-rows N``, or ``--synthetic-1m`` for N =
+1,000,000). Instead of the UCI runs, fits the skbayes rows of ``--methods``
+(default: ``skbayes`` only) on N x 8 synthetic rows, X ~ N(0, I) and
 y = sum_j sin(x_j) + 0.1 * noise, and reports the fit time, epochs, seconds
-per epoch and the peak resident memory of the process
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, kilobytes on Linux), plus the
-peak before fitting (after generating the data) for reference.
+per epoch, the test LL and RMSE on 10,000 fresh rows, and the peak resident
+memory of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``,
+kilobytes on Linux) after each fit, plus the peak before fitting (after
+generating the data). ru_maxrss is a high-water mark of the whole process:
+run one method per process to attribute it.
 
 How to run
 ----------
 ::
 
     SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/sparse_gp_benchmark.py \\
-        --threads 1 --tag default
+        --threads 1 --tag converged
     python examples/benchmarks/sparse_gp_benchmark.py --datasets kin8nm --splits 1 \\
-        --n-inducing 128 --max-iter 100 --threads 1 --tag quick
-    python examples/benchmarks/sparse_gp_benchmark.py --synthetic-rows 200000 \\
-        --max-iter 5 --threads 1 --tag synthetic_200k
+        --n-inducing 64 --budget fixed --max-iter 5 --threads 1 --tag smoke
+    python examples/benchmarks/sparse_gp_benchmark.py --synthetic-1m --max-iter 5 \\
+        --threads 2 --tag synthetic_1m
 
 Options: ``--datasets`` (default: kin8nm power-plant), ``--splits N``
-(default 3), ``--n-inducing M`` (default 256), ``--max-iter`` (default: the
-estimator's default, 1000), ``--exact-max-rows`` (default 2000; 0 skips the
-exact GP), ``--no-gpytorch`` (skip (b)), ``--synthetic-rows N``,
+(default 3), ``--n-inducing M`` (default 256), ``--methods`` (default: all
+of the above in UCI mode, ``skbayes`` in synthetic mode), ``--budget``
+(converged or fixed), ``--max-iter`` (cap or exact number of epochs;
+default 1000, the estimator's default), ``--tol`` (default 1e-5) and
+``--n-iter-no-change`` (default 20), the estimator's defaults,
+``--exact-max-rows`` (default 2000; 0 skips the exact GP), ``--no-gpytorch``
+(drop the GPyTorch rows), ``--synthetic-rows N``, ``--synthetic-1m``,
 ``--threads`` (``torch.set_num_threads`` and the BLAS thread pools via
 threadpoolctl; default: leave the defaults), ``--data-home``, ``--tag``
 (default: a timestamp), ``--output-dir`` (default:
@@ -74,15 +104,16 @@ What it prints
 --------------
 The environment line (threads, load average), a note for every skipped
 dataset or method, one progress line per fit (dataset, method, split, rows
-used, RMSE, test LL, epochs, seconds), the final markdown table and the paths
-of the two files written: ``sparse_gp_<tag>.json`` (settings, per-split raw
-numbers, aggregates, reference numbers, environment: library versions, torch
-threads, ``os.getloadavg()`` at start and end, command line) and
-``sparse_gp_<tag>.md`` (the table and those notes).
+used, RMSE, test LL, epochs, seconds), the final markdown tables and the
+paths of the two files written: ``sparse_gp_<tag>.json`` (settings, per-split
+raw numbers, aggregates, paired differences, environment: library versions,
+torch threads, ``os.getloadavg()`` at start and end, command line) and
+``sparse_gp_<tag>.md`` (the tables and those notes).
 """
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -106,9 +137,18 @@ import skbayes
 from skbayes import SparseGPRegressor
 from skbayes.datasets import get_data_home, get_uci_split, load_uci
 
-METHODS = ("skbayes", "gpytorch_svgp", "exact_gp")
+SKBAYES_VARIANTS = {
+    "skbayes": {},
+    "skbayes_fitc": {"objective": "fitc"},
+    "skbayes_ngd": {"variational_optimizer": "ngd"},
+    "skbayes_fitc_ngd": {"objective": "fitc", "variational_optimizer": "ngd"},
+}
+GPYTORCH_VARIANTS = {"gpytorch_svgp": "adam", "gpytorch_svgp_ngd": "ngd"}
+METHODS = (*SKBAYES_VARIANTS, *GPYTORCH_VARIANTS, "exact_gp")
 METRICS = ("rmse", "test_ll", "fit_time_s", "n_iter", "n_train_used")
 LOG_2PI = float(np.log(2 * np.pi))
+AUTO_BATCH = 1024  # SparseGPRegressor's batch_size="auto" is min(1024, N)
+SYNTHETIC_FEATURES, SYNTHETIC_TEST_ROWS = 8, 10_000
 
 
 def parse_args(argv=None):
@@ -119,13 +159,24 @@ def parse_args(argv=None):
                         help="UCI names or aliases (default: kin8nm power-plant).")
     parser.add_argument("--splits", type=int, default=3, help="Use the first N fixed splits (default: 3).")
     parser.add_argument("--n-inducing", type=int, default=256, help="Inducing points M (default: 256).")
-    parser.add_argument("--max-iter", type=int, default=None,
-                        help="max_iter (epochs) of SparseGPRegressor (default: the estimator's default).")
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=None,
+                        help="Methods to run (default: all in UCI mode, skbayes in synthetic mode).")
+    parser.add_argument("--budget", choices=("converged", "fixed"), default="converged",
+                        help="converged: each method stops by the shared rule, --max-iter as a cap; "
+                             "fixed: exactly --max-iter epochs each (default: converged).")
+    parser.add_argument("--max-iter", type=int, default=1000,
+                        help="Epoch cap (converged) or exact epochs (fixed) (default: 1000).")
+    parser.add_argument("--tol", type=float, default=1e-5,
+                        help="Stopping rule: minimum decrease of the per-datum loss (default: 1e-5).")
+    parser.add_argument("--n-iter-no-change", type=int, default=20,
+                        help="Stopping rule: epochs without that decrease (default: 20).")
     parser.add_argument("--exact-max-rows", type=int, default=2000,
                         help="Training rows for the exact GP, a random subset (default: 2000; 0 skips it).")
-    parser.add_argument("--no-gpytorch", action="store_true", help="Skip the GPyTorch SVGP column.")
+    parser.add_argument("--no-gpytorch", action="store_true", help="Drop the GPyTorch rows.")
     parser.add_argument("--synthetic-rows", type=int, default=None,
-                        help="Synthetic mode: fit SparseGPRegressor on N x 8 synthetic rows instead of UCI.")
+                        help="Synthetic mode: fit on N x 8 synthetic rows instead of UCI.")
+    parser.add_argument("--synthetic-1m", action="store_true",
+                        help="Synthetic mode with 1,000,000 x 8 rows (same as --synthetic-rows 1000000).")
     parser.add_argument("--data-home", default=None,
                         help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
     parser.add_argument("--threads", type=int, default=None,
@@ -134,12 +185,24 @@ def parse_args(argv=None):
     parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"),
                         help="Folder for the results (default: examples/benchmarks/results/).")
     args = parser.parse_args(argv)
-    for name in ("splits", "n_inducing", "max_iter", "threads", "synthetic_rows"):
+    if args.synthetic_1m:
+        if args.synthetic_rows not in (None, 1_000_000):
+            parser.error("--synthetic-1m and --synthetic-rows disagree")
+        args.synthetic_rows = 1_000_000
+    for name in ("splits", "n_inducing", "max_iter", "threads", "synthetic_rows", "n_iter_no_change"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.exact_max_rows < 0:
-        parser.error("--exact-max-rows must be >= 0")
+    if args.exact_max_rows < 0 or args.tol < 0:
+        parser.error("--exact-max-rows and --tol must be >= 0")
+    if args.methods is None:
+        args.methods = ["skbayes"] if args.synthetic_rows else list(METHODS)
+    if args.no_gpytorch:
+        args.methods = [m for m in args.methods if m not in GPYTORCH_VARIANTS]
+    if args.exact_max_rows == 0:
+        args.methods = [m for m in args.methods if m != "exact_gp"]
+    if args.synthetic_rows and any(m not in SKBAYES_VARIANTS for m in args.methods):
+        parser.error(f"synthetic mode runs only the skbayes rows: {', '.join(SKBAYES_VARIANTS)}")
     return args
 
 
@@ -173,8 +236,15 @@ def skbayes_init_seed(random_state):
     return int(check_random_state(random_state).randint(0, 2**31 - 1, size=2)[0])
 
 
-def fit_skbayes(X_train, y_train, X_test, y_test, n_inducing, seed, max_iter):
-    params = {} if max_iter is None else {"max_iter": max_iter}
+def stopping_params(budget):
+    """SparseGPRegressor parameters that implement the budget."""
+    if budget["mode"] == "fixed":  # cannot stop before max_iter
+        return {"max_iter": budget["max_iter"], "tol": 0.0, "n_iter_no_change": budget["max_iter"]}
+    return {"max_iter": budget["max_iter"], "tol": budget["tol"], "n_iter_no_change": budget["n_iter_no_change"]}
+
+
+def fit_skbayes(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget):
+    params = {**SKBAYES_VARIANTS[variant], **stopping_params(budget)}
     model = SparseGPRegressor(n_inducing=n_inducing, random_state=seed, **params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
@@ -187,24 +257,47 @@ def fit_skbayes(X_train, y_train, X_test, y_test, n_inducing, seed, max_iter):
     res.update({
         "fit_time_s": fit_time, "n_iter": int(model.n_iter_), "n_train_used": int(X_train.shape[0]),
         "s_per_epoch": fit_time / model.n_iter_,
-        "hit_max_iter": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "hit_max_iter": budget["mode"] == "converged"
+        and any(issubclass(w.category, ConvergenceWarning) for w in caught),
         "final_loss": float(model.loss_curve_[-1]), "noise_std": float(model.noise_std_),
-        "batch_size": min(1024, X_train.shape[0]) if model.batch_size == "auto" else int(model.batch_size),
-        "device": str(model.device_), "dtype": model.dtype_,
+        "batch_size": min(AUTO_BATCH, X_train.shape[0]) if model.batch_size == "auto" else int(model.batch_size),
+        "device": str(model.device_), "dtype": model.dtype_, "params": params,
     })
     return res
 
 
-def fit_gpytorch(X_train, y_train, X_test, y_test, n_inducing, seed, n_epochs, batch_size):
-    """GPyTorch SVGP with the same M, initial Z, batch size and epochs; None if not installed."""
+class _StoppingRule:
+    """skbayes._training.fit_loop's rule, for loops that are not skbayes'."""
+
+    def __init__(self, budget):
+        self.fixed = budget["mode"] == "fixed"
+        self.tol, self.patience = budget["tol"], budget["n_iter_no_change"]
+        self.best, self.no_improvement = math.inf, 0
+
+    def stop(self, loss):
+        if self.fixed:
+            return False
+        improved = loss < self.best - self.tol
+        self.best = min(self.best, loss)
+        self.no_improvement = 0 if improved else self.no_improvement + 1
+        return self.no_improvement > self.patience
+
+
+def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget):
+    """GPyTorch SVGP with the same M, initial Z, batch size and stopping rule; None if not installed."""
     try:
         import gpytorch
     except ImportError:
         return None
+    natural = GPYTORCH_VARIANTS[variant] == "ngd"
 
     class SVGPModel(gpytorch.models.ApproximateGP):
         def __init__(self, inducing_points):
-            distribution = gpytorch.variational.CholeskyVariationalDistribution(inducing_points.size(0))
+            size = inducing_points.size(0)
+            if natural:
+                distribution = gpytorch.variational.NaturalVariationalDistribution(size)
+            else:
+                distribution = gpytorch.variational.CholeskyVariationalDistribution(size)
             strategy = gpytorch.variational.VariationalStrategy(
                 self, inducing_points, distribution, learn_inducing_locations=True)
             super().__init__(strategy)
@@ -219,6 +312,7 @@ def fit_gpytorch(X_train, y_train, X_test, y_test, n_inducing, seed, n_epochs, b
     start = time.perf_counter()
     y_mean, y_std = float(y_train.mean()), float(y_train.std()) or 1.0
     n, m = X_train.shape[0], min(n_inducing, X_train.shape[0])
+    batch_size = min(AUTO_BATCH, n)
     if m >= n:
         Z = X_train.copy()
     else:
@@ -230,22 +324,34 @@ def fit_gpytorch(X_train, y_train, X_test, y_test, n_inducing, seed, n_epochs, b
     likelihood = gpytorch.likelihoods.GaussianLikelihood().to(dtype)
     model.train()
     likelihood.train()
-    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=0.01)
-    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
+    if natural:
+        optimizers = [
+            gpytorch.optim.NGD(model.variational_parameters(), num_data=n, lr=0.1),
+            torch.optim.Adam([*model.hyperparameters(), *likelihood.parameters()], lr=0.01),
+        ]
+    else:
+        optimizers = [torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=0.01)]
+    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)  # per-datum ELBO, like skbayes' loss
     generator = torch.Generator().manual_seed(int(seed))
+    rule = _StoppingRule(budget)
     losses = []
-    for _ in range(n_epochs):
+    for _ in range(budget["max_iter"]):
         perm = torch.randperm(n, generator=generator)
         total = 0.0
         for i in range(0, n, batch_size):
             idx = perm[i:i + batch_size]
-            optimizer.zero_grad()
+            for optimizer in optimizers:
+                optimizer.zero_grad()
             loss = -mll(model(X_t[idx]), y_t[idx])
             loss.backward()
-            optimizer.step()
+            for optimizer in optimizers:
+                optimizer.step()
             total += loss.item() * len(idx)
         losses.append(total / n)
+        if not math.isfinite(losses[-1]) or rule.stop(losses[-1]):
+            break
     fit_time = time.perf_counter() - start
+    n_epochs = len(losses)
     model.eval()
     likelihood.eval()
     with torch.no_grad():
@@ -255,9 +361,9 @@ def fit_gpytorch(X_train, y_train, X_test, y_test, n_inducing, seed, n_epochs, b
     res = metrics(y_test, mean, std)
     res.update({
         "fit_time_s": fit_time, "n_iter": n_epochs, "n_train_used": n, "s_per_epoch": fit_time / n_epochs,
-        "hit_max_iter": False, "final_loss": losses[-1] if losses else None,
-        "noise_std": float(np.sqrt(likelihood.noise.item()) * y_std), "batch_size": batch_size,
-        "gpytorch": gpytorch.__version__,
+        "hit_max_iter": budget["mode"] == "converged" and n_epochs == budget["max_iter"],
+        "final_loss": losses[-1], "noise_std": float(np.sqrt(likelihood.noise.item()) * y_std),
+        "batch_size": batch_size, "gpytorch": gpytorch.__version__,
     })
     return res
 
@@ -294,6 +400,23 @@ def aggregate(rows):
     return out
 
 
+def paired(rows, reference="gpytorch_svgp"):
+    """Per split: test LL of each skbayes row minus the reference's, and the fit-time ratio."""
+    if reference not in rows:
+        return {}
+    ref = {r["split"]: r for r in rows[reference]}
+    out = {}
+    for method in SKBAYES_VARIANTS:
+        pairs = [(r, ref[r["split"]]) for r in rows.get(method, []) if r["split"] in ref]
+        if pairs:
+            out[method] = {
+                "splits": [a["split"] for a, _ in pairs],
+                "test_ll_diff": [a["test_ll"] - b["test_ll"] for a, b in pairs],
+                "time_ratio": [a["fit_time_s"] / b["fit_time_s"] for a, b in pairs],
+            }
+    return out
+
+
 def fmt(agg, key, digits=3):
     mean, se = agg[key]["mean"], agg[key]["se"]
     return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
@@ -315,39 +438,70 @@ def environment():
     }
 
 
+def method_label(method, m):
+    labels = {
+        "skbayes": f"skbayes SparseGPRegressor vfe/adam, M={m}",
+        "skbayes_fitc": f"skbayes SparseGPRegressor fitc/adam, M={m}",
+        "skbayes_ngd": f"skbayes SparseGPRegressor vfe/ngd, M={m}",
+        "skbayes_fitc_ngd": f"skbayes SparseGPRegressor fitc/ngd, M={m}",
+        "gpytorch_svgp": f"GPyTorch SVGP adam, M={m}",
+        "gpytorch_svgp_ngd": f"GPyTorch SVGP ngd, M={m}",
+        "exact_gp": "sklearn exact GP (random subset)",
+    }
+    return labels[method]
+
+
+def budget_text(s):
+    if s["budget"] == "fixed":
+        return f"every sparse method ran exactly {s['max_iter']} epochs"
+    return (f"every sparse method ran until its epoch loss had not decreased by {s['tol']:g} for more than "
+            f"{s['n_iter_no_change']} epochs, capped at {s['max_iter']} epochs ('*': hit the cap)")
+
+
 def markdown_uci(report):
     s, env = report["settings"], report["environment"]
     lines = [
         "| dataset | method | n_splits | train rows used | RMSE | test LL | fit time (s) | epochs |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    labels = {
-        "skbayes": f"skbayes SparseGPRegressor, M={s['n_inducing']}",
-        "gpytorch_svgp": f"GPyTorch SVGP, M={s['n_inducing']}, same Z init/batch/epochs",
-        "exact_gp": "sklearn exact GP (random subset)",
-    }
     for name, per_method in report["aggregates"].items():
-        for method, agg in per_method.items():
+        for method in METHODS:
+            if method not in per_method:
+                continue
+            agg = per_method[method]
             epochs = "—" if np.isnan(agg["n_iter"]["mean"]) else f"{agg['n_iter']['mean']:.0f}"
+            if agg["n_hit_max_iter"]:
+                epochs += f" ({agg['n_hit_max_iter']}*)"
             lines.append(
-                f"| {name} | {labels[method]} | {agg['n_splits']} | {agg['n_train_used']['mean']:.0f} "
-                f"| {fmt(agg, 'rmse', 4)} | {fmt(agg, 'test_ll')} | {fmt(agg, 'fit_time_s', 1)} | {epochs} |"
+                f"| {name} | {method_label(method, s['n_inducing'])} | {agg['n_splits']} "
+                f"| {agg['n_train_used']['mean']:.0f} | {fmt(agg, 'rmse', 4)} | {fmt(agg, 'test_ll')} "
+                f"| {fmt(agg, 'fit_time_s', 1)} | {epochs} |"
             )
+    paired_lines = []
+    for name, per_method in report["paired"].items():
+        for method, p in per_method.items():
+            diffs = ", ".join(f"{d:+.3f}" for d in p["test_ll_diff"])
+            ratios = ", ".join(f"{r:.2f}" for r in p["time_ratio"])
+            paired_lines.append(f"| {name} | {method} | {diffs} | {ratios} |")
+    if paired_lines:
+        lines += ["", "Paired per split against GPyTorch SVGP (adam):", "",
+                  "| dataset | skbayes row | test LL minus GPyTorch's | fit time / GPyTorch's |", "|---|---|---|---|",
+                  *paired_lines]
     notes = [
         "",
-        "Mean ± standard error (np.std / sqrt(n_splits)) over the first "
+        ("Mean ± standard error (np.std / sqrt(n_splits)) over the first "
         f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X "
-        "standardised on the training rows. skbayes: SparseGPRegressor defaults"
-        + ("" if s["max_iter"] is None else f" except max_iter={s['max_iter']}")
-        + ". GPyTorch SVGP: same M, same initial inducing points, batch size and number of epochs as "
-        "skbayes ran, Adam 0.01, float64, GPyTorch's initial hyperparameters. Exact GP: "
+        f"standardised on the training rows. Budget: {budget_text(s)}. Methods ran interleaved (order rotated "
+        "per split). skbayes: SparseGPRegressor defaults except the objective / variational optimiser named "
+        "and the stopping parameters. GPyTorch SVGP: same M, initial inducing points, batch size and stopping "
+        "rule, Adam 0.01 (NGD 0.1 for q in the ngd row), float64, GPyTorch's initial hyperparameters. Exact GP: "
         "Constant*RBF(ARD)+White, normalize_y, on a random subset of at most "
         f"{s['exact_max_rows']} training rows. Fit times are wall clock, one process, one fit at a time, "
-        "including the k-means initialisation for the sparse models.",
+        "including the k-means initialisation for the sparse models."),
         (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, gpytorch {env['gpytorch']}, "
-        f"skbayes {env['skbayes']}, {env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, "
-        f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end; "
-        f"complete: {report['complete']}."),
+         f"skbayes {env['skbayes']}, {env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, "
+         f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end; "
+         f"complete: {report['complete']}."),
     ]
     if report["skipped"]:
         notes.append("Skipped: " + "; ".join(report["skipped"]) + ".")
@@ -355,19 +509,27 @@ def markdown_uci(report):
 
 
 def markdown_synthetic(report):
-    r, env = report["synthetic"], report["environment"]
+    s, env = report["settings"], report["environment"]
     lines = [
-        "| rows x features | M | epochs | fit time (s) | fit time / epochs (s) | peak RSS before fit (MB) | peak RSS after fit (MB) |",
-        "|---|---|---|---|---|---|---|",
-        (f"| {r['n_rows']} x {r['n_features']} | {r['n_inducing']} | {r['n_iter']} | {r['fit_time_s']:.1f} "
-        f"| {r['s_per_epoch']:.2f} | {r['peak_rss_before_fit_mb']:.0f} | {r['peak_rss_after_fit_mb']:.0f} |"),
+        ("| method | rows x features | M | epochs | fit time (s) | s / epoch | test RMSE | test LL "
+         "| peak RSS before fit (MB) | peak RSS after fit (MB) |"),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for method, r in report["synthetic"].items():
+        lines.append(
+            f"| {method} | {r['n_rows']} x {r['n_features']} | {r['n_inducing']} "
+            f"| {r['n_iter']}{'*' if r['hit_max_iter'] else ''} | {r['fit_time_s']:.1f} | {r['s_per_epoch']:.2f} "
+            f"| {r['rmse']:.4f} | {r['test_ll']:.3f} | {r['peak_rss_before_fit_mb']:.0f} "
+            f"| {r['peak_rss_after_fit_mb']:.0f} |"
+        )
+    lines += [
         "",
-        "SparseGPRegressor(n_inducing=M, random_state=0"
-        + ("" if report["settings"]["max_iter"] is None else f", max_iter={report['settings']['max_iter']}")
-        + ") on X ~ N(0, I), y = sum_j sin(x_j) + 0.1 noise; peak RSS is ru_maxrss of the whole process "
-        f"(data included). Stopped at max_iter: {r['hit_max_iter']}.",
+        (f"SparseGPRegressor(n_inducing=M, random_state=0, ...) on X ~ N(0, I), y = sum_j sin(x_j) + 0.1 noise; "
+         f"budget: {budget_text(s)}. Test rows: {SYNTHETIC_TEST_ROWS} fresh draws. Peak RSS is ru_maxrss of the "
+         "whole process (data included; a high-water mark over the fits run so far)."),
         (f"Environment: torch {env['torch']}, skbayes {env['skbayes']}, {env['torch_num_threads']} torch "
-        f"threads, load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end."),
+         f"threads, {env['cpu_count']} CPUs, load average {env['loadavg_start']} at start, "
+         f"{env.get('loadavg_end')} at end; complete: {report['complete']}."),
     ]
     return "\n".join(lines) + "\n"
 
@@ -378,31 +540,31 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
-def run_synthetic(args, report):
-    n, d = args.synthetic_rows, 8
-    rng = np.random.RandomState(0)
-    X = rng.randn(n, d)
-    y = np.sin(X).sum(axis=1) + 0.1 * rng.randn(n)
+def synthetic_data(n, seed):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, SYNTHETIC_FEATURES)
+    return X, np.sin(X).sum(axis=1) + 0.1 * rng.randn(n)
+
+
+def run_synthetic(args, report, budget, save):
+    n = args.synthetic_rows
+    X, y = synthetic_data(n, 0)
+    X_test, y_test = synthetic_data(SYNTHETIC_TEST_ROWS, 1)
     before = peak_rss_mb()
-    params = {} if args.max_iter is None else {"max_iter": args.max_iter}
-    model = SparseGPRegressor(n_inducing=args.n_inducing, random_state=0, **params)
-    print(f"Synthetic: {n} x {d}, M={args.n_inducing}, {params or 'default max_iter'}", flush=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        start = time.perf_counter()
-        model.fit(X, y)
-        fit_time = time.perf_counter() - start
-    report["synthetic"] = {
-        "n_rows": n, "n_features": d, "n_inducing": args.n_inducing, "n_iter": int(model.n_iter_),
-        "fit_time_s": fit_time, "s_per_epoch": fit_time / model.n_iter_,
-        "hit_max_iter": any(issubclass(w.category, ConvergenceWarning) for w in caught),
-        "final_loss": float(model.loss_curve_[-1]), "noise_std": float(model.noise_std_),
-        "peak_rss_before_fit_mb": before, "peak_rss_after_fit_mb": peak_rss_mb(),
-    }
-    print(f"  fit {fit_time:.1f} s, {model.n_iter_} epochs, peak RSS {peak_rss_mb():.0f} MB", flush=True)
+    report["synthetic"] = {}
+    for method in args.methods:
+        print(f"Synthetic: {method}, {n} x {SYNTHETIC_FEATURES}, M={args.n_inducing}", flush=True)
+        res = fit_skbayes(method, X, y, X_test, y_test, args.n_inducing, 0, budget)
+        res.update({"n_rows": n, "n_features": SYNTHETIC_FEATURES, "n_inducing": args.n_inducing,
+                    "peak_rss_before_fit_mb": before, "peak_rss_after_fit_mb": peak_rss_mb(),
+                    "loadavg": loadavg()})
+        report["synthetic"][method] = res
+        print(f"  fit {res['fit_time_s']:.1f} s, {res['n_iter']} epochs, test LL {res['test_ll']:.3f}, "
+              f"peak RSS {peak_rss_mb():.0f} MB", flush=True)
+        save()
 
 
-def run_uci(args, report, save):
+def run_uci(args, report, budget, save):
     data_home = get_data_home(args.data_home)
     for requested in args.datasets:
         try:
@@ -420,30 +582,29 @@ def run_uci(args, report, save):
             X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
             scaler = StandardScaler().fit(X_train)
             X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-            results = {"skbayes": fit_skbayes(X_train, y_train, X_test, y_test, args.n_inducing, split,
-                                              args.max_iter)}
-            if not args.no_gpytorch:
-                sk = results["skbayes"]
-                res = fit_gpytorch(X_train, y_train, X_test, y_test, args.n_inducing, split,
-                                   sk["n_iter"], sk["batch_size"])
-                if res is None:
-                    if "gpytorch_svgp (not installed)" not in report["skipped"]:
-                        print("Note: GPyTorch is not installed; skipping the GPyTorch SVGP column "
-                              "(pip install gpytorch).", flush=True)
-                        report["skipped"].append("gpytorch_svgp (not installed)")
+            shift = split % len(args.methods)
+            for method in args.methods[shift:] + args.methods[:shift]:  # interleaved, order rotated per split
+                if method in SKBAYES_VARIANTS:
+                    res = fit_skbayes(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget)
+                elif method in GPYTORCH_VARIANTS:
+                    res = fit_gpytorch(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget)
+                    if res is None:
+                        if "gpytorch (not installed)" not in report["skipped"]:
+                            print("Note: GPyTorch is not installed; skipping its rows (pip install gpytorch).",
+                                  flush=True)
+                            report["skipped"].append("gpytorch (not installed)")
+                        continue
                 else:
-                    results["gpytorch_svgp"] = res
-            if args.exact_max_rows > 0:
-                results["exact_gp"] = fit_exact(X_train, y_train, X_test, y_test, args.exact_max_rows, split)
-            for method, res in results.items():
+                    res = fit_exact(X_train, y_train, X_test, y_test, args.exact_max_rows, split)
                 rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
                 report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
+                report["paired"][name] = paired(rows)
                 epochs = "   —" if res["n_iter"] is None else f"{res['n_iter']:4d}"
-                print(f"  {name:<12} {method:<14} split {split:>2}: rows {res['n_train_used']:5d}  "
+                print(f"  {name:<12} {method:<17} split {split:>2}: rows {res['n_train_used']:5d}  "
                       f"RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}  {epochs} epochs"
                       f"{'*' if res.get('hit_max_iter') else ' '} {res['fit_time_s']:7.1f} s  "
                       f"load {loadavg()[0]}", flush=True)
-            save()
+                save()
 
 
 def main(argv=None):
@@ -459,20 +620,24 @@ def main(argv=None):
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out_dir / f"sparse_gp_{tag}.json", out_dir / f"sparse_gp_{tag}.md"
+    budget = {"mode": args.budget, "max_iter": args.max_iter, "tol": args.tol,
+              "n_iter_no_change": args.n_iter_no_change}
+    synthetic = bool(args.synthetic_rows)
     report = {
         "settings": {
-            "mode": "synthetic" if args.synthetic_rows else "uci",
+            "mode": "synthetic" if synthetic else "uci", "methods": args.methods,
             "datasets_requested": args.datasets, "splits": args.splits, "n_inducing": args.n_inducing,
-            "max_iter": args.max_iter, "exact_max_rows": args.exact_max_rows,
+            "budget": args.budget, "max_iter": args.max_iter, "tol": args.tol,
+            "n_iter_no_change": args.n_iter_no_change, "exact_max_rows": args.exact_max_rows,
             "synthetic_rows": args.synthetic_rows, "data_home": str(get_data_home(args.data_home)),
             "estimator_defaults": SparseGPRegressor().get_params(),
             "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
         },
         "environment": environment(),
-        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
+        "splits": {}, "aggregates": {}, "paired": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {report['environment']['loadavg_start']}; "
-          "'*' after the epochs = stopped at max_iter", flush=True)
+          f"methods: {' '.join(args.methods)}; '*' after the epochs = stopped at the cap", flush=True)
 
     def save():
         write_atomic(json_path, json.dumps(report, indent=1, default=str))
@@ -481,12 +646,14 @@ def main(argv=None):
     warm_rng = np.random.RandomState(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        SparseGPRegressor(n_inducing=8, max_iter=2, random_state=0).fit(warm_rng.randn(64, 3), warm_rng.randn(64))
+        for params in SKBAYES_VARIANTS.values():
+            SparseGPRegressor(n_inducing=8, max_iter=2, random_state=0, **params).fit(
+                warm_rng.randn(64, 3), warm_rng.randn(64))
     try:
-        if args.synthetic_rows:
-            run_synthetic(args, report)
+        if synthetic:
+            run_synthetic(args, report, budget, save)
         else:
-            run_uci(args, report, save)
+            run_uci(args, report, budget, save)
         report["complete"] = True
     except KeyboardInterrupt:
         print("\nInterrupted; writing what was measured so far.", flush=True)
@@ -494,8 +661,8 @@ def main(argv=None):
         report["environment"]["loadavg_end"] = loadavg()
         report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         save()
-        if args.synthetic_rows:
-            if "synthetic" in report:
+        if synthetic:
+            if report.get("synthetic"):
                 write_atomic(md_path, markdown_synthetic(report))
         else:
             write_atomic(md_path, markdown_uci(report))

@@ -1,5 +1,6 @@
 """SparseGPRegressor: sparse variational Gaussian process regression (SVGP)."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -7,15 +8,17 @@ import torch
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import MiniBatchKMeans
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin
-from ..nn import GaussianLikelihood, negative_elbo
+from ..nn import GaussianLikelihood
 from ..nn.kernels import MaternKernel, RBFKernel
-from ..nn.sparse_gp import SVGP, cholesky, gaussian_expected_log_lik
+from ..nn.natural_gradient import NaturalGradient, OptimizerChain
+from ..nn.sparse_gp import OBJECTIVES, SVGP, cholesky
 
 # Entries of A = L_zz^-1 K_zx (M x rows) held at once when predicting (~32 MB in float64).
 _PREDICT_BLOCK = 2**22
@@ -33,8 +36,8 @@ _KERNELS = {
 }
 
 
-def minibatch_loss(module, x, y, n_data):
-    """Per-datum negative ELBO of one minibatch (Hensman et al. 2013, divided by N).
+def minibatch_loss(module, x, y, n_data, objective="vfe"):
+    """Per-datum negative objective of one minibatch (Hensman et al. 2013, divided by N).
 
     Parameters
     ----------
@@ -45,16 +48,17 @@ def minibatch_loss(module, x, y, n_data):
     y : torch.Tensor of shape (batch_size,)
     n_data : int
         Number of training rows N; the KL is divided by N, not batch_size.
+    objective : {"vfe", "fitc"}, default="vfe"
+        See :func:`skbayes.nn.sparse_gp.expected_log_lik`.
 
     Returns
     -------
     loss : torch.Tensor, scalar
-        ``-(mean over the batch of E_q[log p(y_i | f_i)]) + KL / N``.
+        ``-(mean over the batch of the per-point data term) + KL / N``
+        (:meth:`skbayes.nn.sparse_gp.SVGP.loss`).
     """
-    gp = module["gp"]
-    f_mean, f_var = gp.predict_f(x)
-    expected_log_lik = gaussian_expected_log_lik(module["likelihood"], y, f_mean, f_var)
-    return negative_elbo(expected_log_lik, gp.kl(), n_data)
+    noise_var = module["likelihood"].noise_std[0].square()
+    return module["gp"].loss(x, y, noise_var, n_data, objective)
 
 
 class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):
@@ -64,9 +68,10 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     scalable by M inducing points Z: the posterior is approximated by
     q(u) = N(m, S) over u = f(Z), whitened [Hensman2015]_, and q, Z, the kernel
     hyperparameters and the noise are fitted by maximising the evidence
-    lower bound [Hensman2013]_ with Adam on minibatches, so the cost per step
-    is O(batch_size M^2 + M^3) whatever the number of rows. With ``Z = X``
-    and fixed hyperparameters the model is exact GP regression.
+    lower bound [Hensman2013]_ (or the FITC objective, [Rossi2022]_) on
+    minibatches, with Adam or natural-gradient steps for q, so the cost per
+    step is O(batch_size M^2 + M^3) whatever the number of rows. With
+    ``Z = X`` and fixed hyperparameters the model is exact GP regression.
 
     Read more in ``doc/sparse_gp.md``.
 
@@ -105,6 +110,29 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         mean of y.
     normalize_y : bool, default=True
         Standardise y before fitting; every output is in the units of y.
+    objective : {"vfe", "fitc"}, default="vfe"
+        Training objective. ``"vfe"``: the SVGP evidence lower bound
+        ([Hensman2013]_; [Rossi2022]_, eq. 6.2), the expectation under q of
+        log N(y_n | f_n, sigma^2). ``"fitc"``: the log-of-expectation
+        objective of [Rossi2022]_ (eqs. 6.5 and 6.12), which integrates f_n
+        out of the FITC conditional p(f_n | u) point by point,
+        log N(y_n | mu~_n(u), sigma^2 + k_nn - Q_nn), kept under q(u) with
+        its KL term ([Rossi2022]_, eq. 6.16): GP regression with the
+        heteroskedastic noise sigma^2 + k_nn - Q_nn. At the optimal q(u) it is
+        the FITC log marginal likelihood [Snelson2006]_. Both decompose over
+        points and are exact (no Monte Carlo); they coincide when the
+        inducing points cover the data (Q_nn = k_nn).
+    variational_optimizer : {"adam", "ngd"}, default="adam"
+        How q(u) is updated during training. ``"adam"``: Adam on (m, L),
+        with the other parameters. ``"ngd"``: natural-gradient steps of size
+        ``ngd_step_size`` in the natural parameters of q(u)
+        ([Salimbeni2018]_), with Adam for Z, the hyperparameters and the
+        noise; see :class:`skbayes.nn.natural_gradient.NaturalGradient`.
+    ngd_step_size : float, default=0.1
+        Natural-gradient step size gamma in (0, 1], used with
+        ``variational_optimizer="ngd"``. With gamma = 1 one full-batch step
+        solves for the optimal q(u) (the objective is conjugate in u); with
+        minibatches a smaller gamma averages the noise.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     learning_rate_init : float, default=0.01
@@ -145,11 +173,18 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     signal_std_ : float
         Fitted standard deviation of f, in the units of y.
     noise_std_ : float
-        Fitted observation noise standard deviation, in the units of y.
+        Fitted observation noise standard deviation, in the units of y. A
+        Python float, because the model has a single output (the
+        multi-output ``BayesianMLPRegressor.noise_std_`` is an ndarray of
+        shape (n_outputs,)).
     loss_curve_ : list of float
-        Per-datum negative ELBO (nats) of each epoch, in standardised units.
+        Per-datum negative objective (nats) of each epoch, in standardised
+        units; each ``partial_fit`` call appends one value.
     n_iter_ : int
-        Number of epochs run.
+        Number of epochs run (``partial_fit`` calls count one each).
+    n_seen_ : int
+        Training rows seen: ``n_samples`` after ``fit``, the running total
+        over ``partial_fit`` calls. It is the N of the objective.
     best_loss_ : float
         Lowest epoch loss.
     device_ : torch.device
@@ -180,8 +215,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     Standardise X (e.g. ``StandardScaler`` in a pipeline): the initial
     length-scales and the k-means initialisation assume comparable features.
 
-    Not implemented yet: the FITC objective, natural-gradient steps for q(u),
-    ``partial_fit``, multi-output y and non-Gaussian likelihoods.
+    ``partial_fit`` streams minibatches: its first call on an unfitted
+    estimator initialises everything from that batch, the y
+    standardisation and the k-means inducing points included, and every
+    call takes one pass over its rows, with the N of the objective set to
+    ``n_seen_``, the running total of rows seen. The closed-form q(u) is
+    only used at initialisation there (it would need all rows).
+
+    Not implemented yet: multi-output y, non-Gaussian likelihoods and
+    ``warm_start``.
 
     References
     ----------
@@ -194,6 +236,13 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
        NeurIPS 2015.
     .. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes
        for machine learning", MIT Press, 2006.
+    .. [Rossi2022] S. Rossi, "Improving scalability and inference in
+       probabilistic deep models", PhD thesis, 2022, chapter 6.
+    .. [Snelson2006] E. Snelson and Z. Ghahramani, "Sparse Gaussian
+       processes using pseudo-inputs", NeurIPS 2006.
+    .. [Salimbeni2018] H. Salimbeni, S. Eleftheriadis and J. Hensman,
+       "Natural gradients in practice: non-conjugate variational inference
+       in Gaussian process models", AISTATS 2018.
 
     Examples
     --------
@@ -219,6 +268,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         "learn_hyperparameters": ["boolean"],
         "mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
+        "objective": [StrOptions(set(OBJECTIVES))],
+        "variational_optimizer": [StrOptions({"adam", "ngd"})],
+        "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
         **TRAINING_CONSTRAINTS,
     }
 
@@ -235,6 +287,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         learn_hyperparameters=True,
         mean="constant",
         normalize_y=True,
+        objective="vfe",
+        variational_optimizer="adam",
+        ngd_step_size=0.1,
         batch_size="auto",
         learning_rate_init=0.01,
         max_iter=1000,
@@ -255,6 +310,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self.learn_hyperparameters = learn_hyperparameters
         self.mean = mean
         self.normalize_y = normalize_y
+        self.objective = objective
+        self.variational_optimizer = variational_optimizer
+        self.ngd_step_size = ngd_step_size
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
         self.max_iter = max_iter
@@ -314,8 +372,78 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
             if self.mean == "constant":
                 gp.mean_constant.fill_(float(y.mean()))
-            gp.set_optimal_q_(self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2)
+            gp.set_optimal_q_(
+                self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2, objective=self.objective
+            )
         return torch.nn.ModuleDict({"gp": gp, "likelihood": likelihood})
+
+    def _validate_training_data(self, X, y, reset):
+        X, y = validate_data(self, X, y, reset=reset, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ValueError(
+                f"SparseGPRegressor supports a single target, but y has {y.shape[1]} "
+                "columns; fit one model per column (e.g. with "
+                "sklearn.multioutput.MultiOutputRegressor)."
+            )
+        return X, column_or_1d(y, warn=True).astype(np.float64)
+
+    def _initialise(self, X, y):
+        """Device, dtype, y scaling, the module with q(u) at its optimum, and the optimiser.
+
+        Returns the standardised y.
+        """
+        init_seed, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
+        self.device_ = self._resolve_device()
+        # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.
+        self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
+        # Python floats, so that float32 predictions stay float32.
+        self._y_mean, self._y_scale = (float(y.mean()), float(y.std())) if self.normalize_y else (0.0, 1.0)
+        self._y_scale = self._y_scale if self._y_scale > 0 else 1.0
+        y = (y - self._y_mean) / self._y_scale
+        self.n_inducing_ = min(self.n_inducing, X.shape[0])
+        self.module_ = self._build_module(X, self.n_inducing_, init_seed, y)
+        self._optimizer = self._make_optimizer()
+        self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
+        return y
+
+    def _make_optimizer(self):
+        """Adam over everything, or Adam over all but q(u) chained with natural gradients for q(u)."""
+        gp = self.module_["gp"]
+        trainable = [p for p in self.module_.parameters() if p.requires_grad]
+        if self.variational_optimizer == "adam":
+            return torch.optim.Adam(trainable, lr=self.learning_rate_init)
+        variational = {id(gp.q_mean), id(gp.raw_q_scale_tril)}
+        others = [p for p in trainable if id(p) not in variational]
+        ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=self.ngd_step_size)
+        if not others:
+            return OptimizerChain(ngd)
+        return OptimizerChain(torch.optim.Adam(others, lr=self.learning_rate_init), ngd)
+
+    def _optimizer_for(self, n_data):
+        """The stored optimiser (rebuilt after unpickling), with the natural-gradient scale set to N."""
+        if getattr(self, "_optimizer", None) is None:
+            self._optimizer = self._make_optimizer()
+        for group in self._optimizer.param_groups:
+            if "loss_scale" in group:
+                group["loss_scale"] = float(n_data)  # loss = -objective / N
+        return self._optimizer
+
+    def _train(self, X_t, y_t, n_data, max_iter, shuffle_seed):
+        """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data."""
+        batch_size = _AUTO_BATCH if self.batch_size == "auto" else self.batch_size
+        return fit_loop(
+            lambda idx: minibatch_loss(self.module_, X_t[idx], y_t[idx], n_data, self.objective),
+            self._optimizer_for(n_data),
+            X_t.shape[0],
+            batch_size=min(batch_size, X_t.shape[0]),
+            max_iter=max_iter,
+            generator=self._generator(shuffle_seed),
+            device=self.device_,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            verbose=self.verbose,
+            estimator_name=type(self).__name__,
+        )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -340,53 +468,75 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             diverging loss or a failed Cholesky (the message says what to
             change).
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
-        if y.ndim == 2 and y.shape[1] != 1:
-            raise ValueError(
-                f"SparseGPRegressor supports a single target, but y has {y.shape[1]} "
-                "columns; fit one model per column (e.g. with "
-                "sklearn.multioutput.MultiOutputRegressor)."
-            )
-        y = column_or_1d(y, warn=True)
+        X, y = self._validate_training_data(X, y, reset=True)
+        y = self._initialise(X, y)
         n_samples = X.shape[0]
-        init_seed, shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
-        self.device_ = self._resolve_device()
-        # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.
-        self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
-        y = y.astype(np.float64)
-        # Python floats, so that float32 predictions stay float32.
-        self._y_mean, self._y_scale = (float(y.mean()), float(y.std())) if self.normalize_y else (0.0, 1.0)
-        self._y_scale = self._y_scale if self._y_scale > 0 else 1.0
-        y = (y - self._y_mean) / self._y_scale
-        self.n_inducing_ = min(self.n_inducing, n_samples)
-        self.module_ = self._build_module(X, self.n_inducing_, init_seed, y)
-
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
-        optimizer = torch.optim.Adam(
-            [p for p in self.module_.parameters() if p.requires_grad], lr=self.learning_rate_init
-        )
-        batch_size = _AUTO_BATCH if self.batch_size == "auto" else self.batch_size
-        result = fit_loop(
-            lambda idx: minibatch_loss(self.module_, X_t[idx], y_t[idx], n_samples),
-            optimizer,
-            n_samples,
-            batch_size=min(batch_size, n_samples),
-            max_iter=self.max_iter,
-            generator=self._generator(shuffle_seed),
-            device=self.device_,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            verbose=self.verbose,
-            estimator_name=type(self).__name__,
-        )
+        result = self._train(X_t, y_t, n_samples, self.max_iter, self._shuffle_seed)
         with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
-            gp, noise_std = self.module_["gp"], self.module_["likelihood"].noise_std[0]
-            gp.set_optimal_q_(X_t, y_t, noise_std**2)
+            noise_var = self.module_["likelihood"].noise_std[0] ** 2
+            self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self.objective)
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
+        self.n_seen_ = n_samples
         self.best_loss_ = result.best_loss
         self._set_fitted_hyperparameters()
         return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y):
+        """Update the model with one pass over a batch of rows (streaming).
+
+        The first call (on an estimator that was never fitted) initialises
+        the model from this batch as ``fit`` does: the y standardisation
+        (``normalize_y``), the inducing points (k-means or random rows of
+        this batch; ``n_inducing_ = min(n_inducing, len(X))``) and q(u) at
+        its closed-form optimum for this batch. Every call, the first
+        included, then takes one pass over its rows in minibatches of
+        ``batch_size`` with the objective's N set to ``n_seen_``, the running
+        total of rows seen so far (this call's included): each minibatch
+        loss estimates the objective of all rows seen, divided by N,
+        assuming the stream is exchangeable. The optimiser state (Adam's
+        moments) carries over between calls. After ``fit``, ``partial_fit``
+        continues from the fitted model with N = n_samples + len(X).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of training inputs (standardised like the others).
+        y : array-like of shape (n_samples,)
+            Its targets.
+
+        Returns
+        -------
+        self : SparseGPRegressor
+            The updated estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, a feature count that differs
+            from earlier calls, y with several columns or a diverging loss.
+        """
+        first = not hasattr(self, "module_")
+        X, y = self._validate_training_data(X, y, reset=first)
+        y = self._initialise(X, y) if first else (y - self._y_mean) / self._y_scale
+        self.n_seen_ += X.shape[0]
+        with warnings.catch_warnings():  # one epoch always "reaches max_iter"
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            result = self._train(
+                self._to_tensor(X), self._to_tensor(y), self.n_seen_, 1, self._shuffle_seed + self.n_iter_
+            )
+        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
+        self.n_iter_ += result.n_iter
+        self.best_loss_ = min(self.loss_curve_)
+        self._set_fitted_hyperparameters()
+        return self
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
+        return state
 
     def _set_fitted_hyperparameters(self):
         gp, likelihood = self.module_["gp"], self.module_["likelihood"]
@@ -448,7 +598,10 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             and ``aleatoric_std``, each of shape (n_samples,), in the units
             of y; ``std**2 == epistemic_std**2 + aleatoric_std**2``.
         """
-        X = self._validate_X_predict(X)
+        return self._uncertainty(self._validate_X_predict(X))
+
+    def _uncertainty(self, X):
+        """predict_uncertainty's Bunch for already validated X."""
         mean, var = self._latent_marginals(X)
         epistemic = np.sqrt(var) * self._y_scale
         aleatoric = np.full_like(epistemic, self.noise_std_)
@@ -498,7 +651,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             mean = mean.cpu().numpy() * self._y_scale + self._y_mean
             return mean, cov.cpu().numpy() * self._y_scale**2
         if return_std:
-            result = self.predict_uncertainty(X)
+            result = self._uncertainty(self._validate_X_predict(X))
             return result.mean, result.std
         mean, _ = self._latent_marginals(self._validate_X_predict(X))
         return mean * self._y_scale + self._y_mean
@@ -545,8 +698,16 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         Returns
         -------
         log_density : ndarray of shape (n_samples,)
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before ``fit``.
+        ValueError
+            If X or y has NaN/inf, X the wrong number of features, or X and
+            y different lengths.
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
-        mean, std = self.predict(X, return_std=True)
-        return norm.logpdf(y, mean, std)
+        result = self._uncertainty(X)  # X is validated once, here
+        return norm.logpdf(y, result.mean, result.std)

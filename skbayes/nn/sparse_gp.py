@@ -27,6 +27,28 @@ closed form, E_q[log N(y | f, sigma^2)] = log N(y | mu, sigma^2) - s^2 /
 (2 sigma^2), and so is the optimal q(v) for fixed hyperparameters
 ([Titsias2009]_; Rossi 2022, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
 
+Two objectives are implemented (:func:`expected_log_lik`). ``"vfe"`` is the
+bound above, the *expectation of the log* of the likelihood under q(f_n),
+whose conditional p(f_n | u) has variance k_nn - Q_nn. ``"fitc"`` is the
+*log of the expectation* over the FITC conditional (Rossi 2022, eqs. 6.5 and
+6.12): for a given u,
+
+.. math::
+
+    \log \mathbb E_{p(f_n \mid u)}[\mathcal N(y_n \mid f_n, \sigma^2)]
+    = \log \mathcal N(y_n \mid \tilde\mu_n(u), \tilde\sigma_n^2 + \sigma^2),
+    \qquad \tilde\mu_n(u) = c + a_n^\top v,\;
+    \tilde\sigma_n^2 = k_{nn} - a_n^\top a_n,
+
+which decomposes over the points. u (here v) keeps its Gaussian q and the
+KL term, so the objective is E_q(v)[sum_n log N(y_n | mu~_n(v), beta_n)] -
+KL(q || p) with beta_n = sigma^2 + sigma~_n^2: the FITC model, i.e. GP
+regression with the heteroskedastic noise sigma^2 + diag(K_xx - Q_xx)
+(Rossi 2022, eqs. 6.15-6.16; [Titsias2009]_, appendix C). For the optimal q
+it equals the FITC log marginal likelihood log N(y | c, Q_xx + diag(K_xx -
+Q_xx) + sigma^2 I) of [Snelson2006]_, and the predictive of eq. 6.7 is then
+the FITC predictive (Rossi 2022, eq. 6.11).
+
 References
 ----------
 .. [Titsias2009] M. Titsias, "Variational learning of inducing variables in
@@ -38,7 +60,14 @@ References
    NeurIPS 2015.
 .. [Matthews2017] A. G. de G. Matthews, "Scalable Gaussian process inference
    using variational methods", PhD thesis, University of Cambridge, 2017.
+.. [Snelson2006] E. Snelson and Z. Ghahramani, "Sparse Gaussian processes
+   using pseudo-inputs", Advances in Neural Information Processing Systems 18,
+   2006.
+.. [Rossi2022] S. Rossi, "Improving scalability and inference in
+   probabilistic deep models", PhD thesis, 2022, chapter 6.
 """
+
+import math
 
 import torch
 from torch import nn
@@ -46,7 +75,18 @@ from torch.nn import functional as F
 
 from .kernels import _inverse_softplus
 
-__all__ = ["SVGP", "cholesky", "gaussian_expected_log_lik"]
+__all__ = [
+    "OBJECTIVES",
+    "SVGP",
+    "cholesky",
+    "expected_log_lik",
+    "raw_from_scale_tril",
+    "scale_tril_from_raw",
+]
+
+# The training objectives of expected_log_lik.
+OBJECTIVES = ("vfe", "fitc")
+_LOG_2PI = math.log(2.0 * math.pi)
 
 # Relative jitter added to K_zz before its Cholesky factorisation.
 _JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
@@ -100,30 +140,94 @@ def cholesky(matrix, jitter=1e-6, max_tries=4):
     )
 
 
-def gaussian_expected_log_lik(likelihood, y, f_mean, f_var):
-    r"""E_{N(f | mu, s^2)}[log N(y | f, sigma^2)] for each observation.
+def expected_log_lik(y, f_mean, cond_var, q_var, noise_var, objective="vfe"):
+    r"""Per-point data term of the VFE or the FITC objective.
+
+    With q(f_n) = N(mu_n, s_n^2), s_n^2 = cond_var_n + q_var_n, where
+    cond_var_n = k_nn - a_n^T a_n is the variance of p(f_n | u) and
+    q_var_n = a_n^T S a_n the part due to q(v):
+
+    ``"vfe"`` (expectation of the log; [Hensman2013]_, section 3; Rossi 2022,
+    eq. 6.2)
 
     .. math::
 
-        \log \mathcal N(y \mid \mu, \sigma^2) - \frac{s^2}{2 \sigma^2}
+        \mathbb E_{q(f_n)}[\log \mathcal N(y_n \mid f_n, \sigma^2)]
+        = \log \mathcal N(y_n \mid \mu_n, \sigma^2)
+          - \frac{s_n^2}{2\sigma^2};
 
-    ([Hensman2013]_, section 3; the expectation of a Gaussian log-density
-    under a Gaussian is exact).
+    ``"fitc"`` (log of the expectation over p(f_n | u), Rossi 2022, eqs. 6.5
+    and 6.12, then the expectation over q(v))
+
+    .. math::
+
+        \mathbb E_{q(v)}\big[\log \mathcal N(y_n \mid \tilde\mu_n(v),
+        \beta_n)\big] = \log \mathcal N(y_n \mid \mu_n, \beta_n)
+          - \frac{q\_var_n}{2\beta_n}, \qquad
+        \beta_n = \sigma^2 + cond\_var_n,
+
+    i.e. Rossi 2022, eq. 6.16 (the heteroskedastic form of [Titsias2009]_,
+    appendix C). Both are exact (no Monte Carlo) and split over points.
 
     Parameters
     ----------
-    likelihood : skbayes.nn.GaussianLikelihood
-        With one output; supplies sigma and log N(y | mu, sigma^2).
-    y, f_mean, f_var : torch.Tensor of shape (n,)
-        Targets, and the mean and variance of q(f) at the same rows.
+    y, f_mean, cond_var, q_var : torch.Tensor of shape (n,)
+        Targets; mean of q(f_n); k_nn - a_n^T a_n (>= 0); a_n^T S a_n.
+    noise_var : torch.Tensor or float
+        Noise variance sigma^2 > 0 (a scalar).
+    objective : {"vfe", "fitc"}, default="vfe"
 
     Returns
     -------
     expected_log_lik : torch.Tensor of shape (n,)
         In nats.
+
+    Raises
+    ------
+    ValueError
+        If ``objective`` is not one of :data:`OBJECTIVES`.
     """
-    noise_var = likelihood.noise_std[0].square()
-    return likelihood.log_prob(y[:, None], f_mean[:, None]) - f_var / (2.0 * noise_var)
+    if objective == "vfe":
+        var, penalty = noise_var, cond_var + q_var
+    elif objective == "fitc":
+        var, penalty = noise_var + cond_var, q_var
+    else:
+        raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
+    var = torch.as_tensor(var, dtype=f_mean.dtype, device=f_mean.device)
+    return -0.5 * (_LOG_2PI + var.log() + ((y - f_mean).square() + penalty) / var)
+
+
+def scale_tril_from_raw(raw):
+    """L from its raw storage: strict lower triangle as is, softplus of the diagonal.
+
+    Parameters
+    ----------
+    raw : torch.Tensor of shape (M, M)
+        The upper triangle is ignored.
+
+    Returns
+    -------
+    scale_tril : torch.Tensor of shape (M, M)
+        Lower-triangular with a positive diagonal.
+    """
+    return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal()))
+
+
+def raw_from_scale_tril(scale_tril):
+    """Inverse of :func:`scale_tril_from_raw` (upper triangle set to 0).
+
+    Parameters
+    ----------
+    scale_tril : torch.Tensor of shape (M, M)
+        Lower-triangular with a positive diagonal.
+
+    Returns
+    -------
+    raw : torch.Tensor of shape (M, M)
+    """
+    raw = torch.tril(scale_tril, -1)
+    raw.diagonal().copy_(_inverse_softplus(scale_tril.diagonal()).to(raw.dtype))
+    return raw
 
 
 class SVGP(nn.Module):
@@ -208,8 +312,7 @@ class SVGP(nn.Module):
     @property
     def q_scale_tril(self):
         """L, lower-triangular with a positive diagonal, shape (M, M); S = L L^T."""
-        raw = self.raw_q_scale_tril
-        return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal()))
+        return scale_tril_from_raw(self.raw_q_scale_tril)
 
     def chol_zz(self):
         """L_zz = chol(K_zz + jitter), shape (M, M)."""
@@ -220,6 +323,33 @@ class SVGP(nn.Module):
         # A = L_zz^{-1} K_zx, shape (M, n)
         kzx = self.kernel(self.inducing_points, x)
         return torch.linalg.solve_triangular(chol_zz, kzx, upper=False)
+
+    def marginals(self, x, chol_zz=None):
+        """The three parts of the marginals q(f_n) = N(mu_n, cond_var_n + q_var_n).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, d)
+        chol_zz : torch.Tensor of shape (M, M), optional
+            A precomputed :meth:`chol_zz`, to share it across row blocks.
+
+        Returns
+        -------
+        mean : torch.Tensor of shape (n,)
+            mu_n = c + a_n^T m (Rossi 2022, eq. 6.7).
+        cond_var : torch.Tensor of shape (n,)
+            k_nn - a_n^T a_n, the variance of p(f_n | u) (Rossi 2022,
+            eq. 6.10), clipped at 0 against round-off.
+        q_var : torch.Tensor of shape (n,)
+            a_n^T S a_n, the variance that q(v) adds.
+        """
+        if chol_zz is None:
+            chol_zz = self.chol_zz()
+        a = self._whitened_cross(x, chol_zz)
+        b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
+        mean = a.T @ self.q_mean + self.mean_constant
+        cond_var = (self.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
+        return mean, cond_var, b.square().sum(0)
 
     def predict_f(self, x, full_cov=False, chol_zz=None):
         """Mean and (co)variance of q(f) at the rows of ``x``.
@@ -239,15 +369,61 @@ class SVGP(nn.Module):
             Marginal variances (clipped at 0 against round-off), or the
             covariance when ``full_cov``.
         """
+        if not full_cov:
+            mean, cond_var, q_var = self.marginals(x, chol_zz)  # Rossi 2022, eq. 6.7
+            return mean, cond_var + q_var
         if chol_zz is None:
             chol_zz = self.chol_zz()
         a = self._whitened_cross(x, chol_zz)
-        b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
-        mean = a.T @ self.q_mean + self.mean_constant  # Rossi 2022, eq. 6.7 (mean)
-        if full_cov:
-            return mean, self.kernel(x, x) - a.T @ a + b.T @ b
-        var = self.kernel.diag(x) - a.square().sum(0) + b.square().sum(0)  # Rossi 2022, eq. 6.7 (variance)
-        return mean, var.clamp_min(0.0)
+        b = self.q_scale_tril.T @ a
+        mean = a.T @ self.q_mean + self.mean_constant
+        return mean, self.kernel(x, x) - a.T @ a + b.T @ b
+
+    def expected_log_lik(self, x, y, noise_var, objective="vfe"):
+        """Data term of the objective at each row; see :func:`expected_log_lik`.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, d)
+        y : torch.Tensor of shape (n,)
+        noise_var : torch.Tensor or float
+            sigma^2.
+        objective : {"vfe", "fitc"}, default="vfe"
+
+        Returns
+        -------
+        expected_log_lik : torch.Tensor of shape (n,)
+        """
+        mean, cond_var, q_var = self.marginals(x)
+        return expected_log_lik(y, mean, cond_var, q_var, noise_var, objective)
+
+    def loss(self, x, y, noise_var, n_data, objective="vfe"):
+        r"""Per-datum negative objective of one minibatch.
+
+        .. math::
+
+            -\frac1{|B|} \sum_{n \in B} \ell_n
+            + \frac{\mathrm{KL}(q(v) \,\|\, \mathcal N(0, I))}{N},
+
+        with l_n from :func:`expected_log_lik`: an unbiased estimate of
+        minus the objective divided by N, whatever the batch size B
+        ([Hensman2013]_; Rossi 2022, eq. 6.2, and eq. 6.16 for ``"fitc"``).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (B, d)
+        y : torch.Tensor of shape (B,)
+        noise_var : torch.Tensor or float
+            sigma^2.
+        n_data : int
+            N, the number of rows the objective sums over.
+        objective : {"vfe", "fitc"}, default="vfe"
+
+        Returns
+        -------
+        loss : torch.Tensor, scalar
+        """
+        return -self.expected_log_lik(x, y, noise_var, objective).mean() + self.kl() / n_data
 
     def kl(self):
         r"""KL(N(m, S) || N(0, I)) in nats, a scalar.
@@ -262,20 +438,23 @@ class SVGP(nn.Module):
         return 0.5 * (tril.square().sum() + self.q_mean.square().sum() - self.n_inducing - log_det)
 
     @torch.no_grad()
-    def set_optimal_q_(self, x, y, noise_var, block_size=4096):
-        r"""Set q(v) to the optimum of the ELBO for the current Z and hyperparameters.
+    def set_optimal_q_(self, x, y, noise_var, block_size=4096, objective="vfe"):
+        r"""Set q(v) to the optimum of the objective for the current Z and hyperparameters.
 
-        With Gaussian noise the bound is maximised by the posterior of the
-        linear model y = c + A^T v + noise ([Titsias2009]_; Rossi 2022, eq. 6.6
-        in whitened form):
+        Both data terms are, as functions of v, Gaussian log-likelihoods of
+        the linear model y_n = c + a_n^T v + e_n, e_n ~ N(0, beta_n), with
+        beta_n = sigma^2 for ``"vfe"`` and beta_n = sigma^2 + k_nn - a_n^T a_n
+        for ``"fitc"``. The objective is maximised by that model's posterior
+        ([Titsias2009]_; Rossi 2022, eq. 6.6 in whitened form, and eq. 6.11
+        for FITC, with Lambda = diag(beta)):
 
         .. math::
 
-            S = \left(I + \sigma^{-2} A A^\top\right)^{-1}, \qquad
-            m = \sigma^{-2} S A (y - c).
+            S = \left(I + A \Lambda^{-1} A^\top\right)^{-1}, \qquad
+            m = S A \Lambda^{-1} (y - c).
 
-        A A^T is accumulated over row blocks: O(N M^2) time, O(M^2 + M *
-        block_size) memory.
+        A Lambda^-1 A^T is accumulated over row blocks: O(N M^2) time,
+        O(M^2 + M * block_size) memory.
 
         Parameters
         ----------
@@ -285,23 +464,34 @@ class SVGP(nn.Module):
             Noise variance sigma^2.
         block_size : int, default=4096
             Rows per block.
+        objective : {"vfe", "fitc"}, default="vfe"
 
         Returns
         -------
         self : SVGP
+
+        Raises
+        ------
+        ValueError
+            If ``objective`` is unknown, or a Cholesky fails.
         """
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
         chol_zz = self.chol_zz()
         precision = torch.zeros_like(chol_zz)
         projection = torch.zeros_like(self.q_mean)
         for start in range(0, x.shape[0], block_size):
-            a = self._whitened_cross(x[start : start + block_size], chol_zz)
-            precision += a @ a.T
-            projection += a @ (y[start : start + block_size] - self.mean_constant)
-        precision = torch.eye(self.n_inducing, dtype=precision.dtype, device=precision.device) + precision / noise_var
+            rows = x[start : start + block_size]
+            a = self._whitened_cross(rows, chol_zz)
+            weight = 1.0 / torch.as_tensor(noise_var, dtype=a.dtype, device=a.device).expand(rows.shape[0])
+            if objective == "fitc":
+                weight = 1.0 / (noise_var + (self.kernel.diag(rows) - a.square().sum(0)).clamp_min(0.0))
+            precision += (a * weight) @ a.T
+            projection += a @ (weight * (y[start : start + block_size] - self.mean_constant))
+        precision += torch.eye(self.n_inducing, dtype=precision.dtype, device=precision.device)
         chol_precision = cholesky(precision, jitter=0.0)
-        mean = torch.cholesky_solve(projection[:, None] / noise_var, chol_precision)[:, 0]
+        mean = torch.cholesky_solve(projection[:, None], chol_precision)[:, 0]
         scale_tril = cholesky(torch.cholesky_inverse(chol_precision), jitter=0.0)
         self.q_mean.copy_(mean)
-        self.raw_q_scale_tril.copy_(torch.tril(scale_tril, -1))
-        self.raw_q_scale_tril.diagonal().copy_(_inverse_softplus(scale_tril.diagonal()))
+        self.raw_q_scale_tril.copy_(raw_from_scale_tril(scale_tril))
         return self
