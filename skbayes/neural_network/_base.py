@@ -48,7 +48,8 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         "burn_in": [Interval(Integral, 0, None, closed="left")],
         "thinning": [Interval(Integral, 1, None, closed="left")],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
-        "friction": [Interval(Real, 0, None, closed="neither")],
+        "friction": [Interval(Real, 0, 1, closed="right")],
+        "step_size": [Interval(Real, 0, None, closed="neither")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
@@ -78,6 +79,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         thinning,
         n_kept_samples,
         friction,
+        step_size,
         batch_size,
         learning_rate_init,
         beta_1,
@@ -109,6 +111,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self.thinning = thinning
         self.n_kept_samples = n_kept_samples
         self.friction = friction
+        self.step_size = step_size
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
         self.beta_1 = beta_1
@@ -164,10 +167,12 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
-    def _can_warm_start(self, n_features, n_outputs):
+    def _can_warm_start(self, n_features, n_outputs, method=None):
         if not (self.warm_start and hasattr(self, "module_")):
             return False
         if getattr(self, "_fitted_inference", self.inference) != self.inference:
+            return False
+        if method is not None and not method.can_warm_start(self.module_):
             return False
         first, last = self.module_["network"].layers[0], self.module_["network"].layers[-1]
         return first.in_features == n_features and last.out_features == n_outputs
@@ -185,7 +190,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         init_seed, noise_seed, shuffle_seed, predict_seed, split_seed = self._seeds(rng, 5)
         device = self._resolve_device()
         dtype = self._resolve_dtype(X.dtype, device)
-        method.warm_started = self._can_warm_start(n_features, n_outputs)
+        method.warm_started = self._can_warm_start(n_features, n_outputs, method)
         if not method.warm_started:
             self.module_ = self._build_module(method, n_features, n_outputs, init_seed, device, dtype)
         self.device_ = device
@@ -194,7 +199,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self._fitted_inference = self.inference
 
         train_idx, val_idx = np.arange(n_samples), None
-        if self.early_stopping:
+        if self.early_stopping and method.supports_early_stopping:
             train_idx, val_idx = self._validation_split(n_samples, split_seed)
         X_train, Y_train = self._to_tensor(X[train_idx]), self._to_tensor(Y[train_idx])
         n_train = len(train_idx)

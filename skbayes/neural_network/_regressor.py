@@ -74,16 +74,25 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     n_estimators : int, default=5
         Number of independently initialised networks of ``"ensemble"``.
     n_chains : int, default=2
-        Number of parallel chains of ``"sghmc"`` (with 2 or more, the
-        split R-hat of the chains is stored in ``rhat_``).
-    burn_in : int, default=100
-        Epochs of ``"sghmc"`` before samples are kept.
-    thinning : int, default=5
+        Number of parallel chains of ``"sghmc"``, run batched; their split
+        R-hat is stored in ``rhat_``.
+    burn_in : int, default=300
+        Epochs of ``"sghmc"`` before samples are kept (the sampler also
+        adapts its mass matrix during them). ``"sghmc"`` runs exactly
+        ``burn_in + thinning * n_kept_samples`` epochs: ``max_iter``, ``tol``,
+        ``n_iter_no_change`` and ``early_stopping`` do not apply to it.
+    thinning : int, default=10
         Epochs of ``"sghmc"`` between two kept samples.
     n_kept_samples : int, default=20
-        Samples kept per chain by ``"sghmc"``.
-    friction : float, default=0.05
-        Friction (momentum decay per step) of ``"sghmc"``.
+        Samples kept per chain by ``"sghmc"``; predictions use all
+        ``n_chains * n_kept_samples`` of them.
+    friction : float in (0, 1], default=0.05
+        Friction (momentum decay per step, alpha of Chen et al. 2014,
+        section 3.3) of ``"sghmc"``.
+    step_size : float, default=3e-4
+        Step size of ``"sghmc"`` (epsilon^2 of the scale-adapted sampler,
+        Springenberg et al. 2016; Rossi 2022, eq. 2.36). ``learning_rate_init``
+        is Adam's step size and does not apply to ``"sghmc"`` or ``"pbp"``.
     noise : "learn" or float, default="learn"
         ``"learn"`` learns one homoscedastic noise standard deviation per
         output by maximising the ELBO; a float fixes it (units of y).
@@ -154,7 +163,15 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     best_validation_score_ : float or None
         Best of ``validation_scores_``.
     kl_ : float
-        KL(q || prior) of the fitted weights, in nats.
+        KL(q || prior) of the fitted weights, in nats (for ``"ensemble"`` and
+        ``"sghmc"``, which have no q, the summed negative log prior
+        sum(w^2) / (2 prior_scale^2) of all members, up to a constant).
+    rhat_ : float
+        Only for ``"sghmc"``: the largest split R-hat (Gelman et al. 2013,
+        section 11.4) over the chains' kept samples of the mean training
+        log-likelihood and of the log-likelihood of a few training rows;
+        values above ~1.1 say the chains have not mixed. NaN with fewer than
+        4 kept samples per chain.
     n_outputs_ : int
         Number of outputs.
     device_ : torch.device
@@ -237,10 +254,11 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         kl_warmup_epochs=0,
         n_estimators=5,
         n_chains=2,
-        burn_in=100,
-        thinning=5,
+        burn_in=300,
+        thinning=10,
         n_kept_samples=20,
         friction=0.05,
+        step_size=3e-4,
         noise="learn",
         normalize_y=True,
         batch_size="auto",
@@ -275,6 +293,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             thinning=thinning,
             n_kept_samples=n_kept_samples,
             friction=friction,
+            step_size=step_size,
             batch_size=batch_size,
             learning_rate_init=learning_rate_init,
             beta_1=beta_1,

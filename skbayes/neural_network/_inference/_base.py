@@ -32,6 +32,9 @@ class InferenceMethod:
 
     #: Whether :class:`~skbayes.BayesianMLPClassifier` can use the method.
     supports_classification = True
+    #: Whether the method stops on a validation score (``early_stopping``);
+    #: if not, the estimator holds no rows out.
+    supports_early_stopping = True
 
     def __init__(self, estimator):
         self.estimator = estimator
@@ -44,6 +47,10 @@ class InferenceMethod:
     def build_network(self, n_features, hidden_sizes, n_outputs, *, generator, device, dtype):
         """The untrained network, a :class:`torch.nn.Module`."""
         raise NotImplementedError
+
+    def can_warm_start(self, module):
+        """Whether a fitted ``module`` can continue under the current settings."""
+        return True
 
     def n_likelihood_members(self):
         """None for one noise level shared by all draws, else the number of members."""

@@ -1,0 +1,322 @@
+"""A stack of M independent deterministic MLPs evaluated in one batched pass.
+
+Deep ensembles (Lakshminarayanan et al. 2017) and the samples kept by a
+Markov chain Monte Carlo sampler are both *finite* sets of weight settings.
+:class:`StackedMLP` holds M of them as batched tensors, so that every layer of
+all M networks is one ``torch.baddbmm`` call: on a CPU the cost of a small
+ensemble is then close to the cost of one network, because small networks
+are dominated by the per-operation overhead, not by the arithmetic.
+
+It implements the finite-member protocol of the Bayesian MLP estimators:
+
+``n_members``
+    The number M of networks.
+``member_parameters(index=None)``
+    The weights of the given members (all of them, in order, by default), a
+    list of ``(W, b)`` per layer with W of shape (S, n_in, n_out) and b of
+    shape (S, 1, n_out): the structure of
+    :meth:`skbayes.nn.BayesianMLP.sample_parameters`.
+``sample_parameters(n_samples, generator)``
+    Members drawn uniformly with replacement, in the same structure.
+``forward_with(x, parameters)``
+    The networks given by such parameters evaluated at x.
+
+References
+----------
+.. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
+   "Simple and scalable predictive uncertainty estimation using deep
+   ensembles", NeurIPS 2017.
+.. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
+   Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from .mlp import ACTIVATIONS
+
+__all__ = ["StackedLinear", "StackedMLP"]
+
+
+class StackedLinear(nn.Module):
+    """M independent affine maps held in one tensor.
+
+    The weights of member m are ``weight[m, :-1]`` (in_features, out_features)
+    and its bias is the last row ``weight[m, -1:]`` (1, out_features), the
+    layout of :class:`~skbayes.nn.MeanFieldLinear`: one tensor per layer means
+    one optimiser slot and one kernel per step for all members.
+
+    Parameters
+    ----------
+    n_members : int
+        Number M of independent maps (>= 1).
+    in_features, out_features : int
+        Input and output widths.
+    generator : torch.Generator, optional
+        Source of the initial weights. Every member is drawn independently
+        from U(-1/sqrt(in_features), 1/sqrt(in_features)), the scale of
+        :class:`torch.nn.Linear`'s default initialisation, for the weights
+        and the bias alike.
+    device, dtype : optional
+        Where and in which precision the parameters live.
+    """
+
+    def __init__(self, n_members, in_features, out_features, *, generator=None, device=None, dtype=None):
+        super().__init__()
+        if n_members < 1:
+            raise ValueError(f"n_members must be >= 1; got {n_members}.")
+        self.n_members = int(n_members)
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        weight = torch.empty((n_members, in_features + 1, out_features), device=device, dtype=dtype)
+        self.weight = nn.Parameter(weight.uniform_(-bound, bound, generator=generator))
+
+    def parameters_of(self, index=None):
+        """Weights and biases of the members ``index`` (all members if None).
+
+        Returns
+        -------
+        weight : torch.Tensor of shape (S, in_features, out_features)
+        bias : torch.Tensor of shape (S, 1, out_features)
+        """
+        w = self.weight if index is None else self.weight[index]
+        return w[:, :-1], w[:, -1:]
+
+    def forward(self, h):
+        """Apply member m's map to ``h[m]``.
+
+        Parameters
+        ----------
+        h : torch.Tensor of shape (n_members, n, in_features)
+
+        Returns
+        -------
+        out : torch.Tensor of shape (n_members, n, out_features)
+        """
+        return torch.baddbmm(self.weight[:, -1:], h, self.weight[:, :-1])
+
+    def extra_repr(self):
+        return f"n_members={self.n_members}, in_features={self.in_features}, out_features={self.out_features}"
+
+
+class StackedMLP(nn.Module):
+    r"""M independent deterministic MLPs (an ensemble, or kept MCMC samples).
+
+    Member m computes
+    f_m(x) = W_L^m a(... a(W_1^m x + b_1^m) ...) + b_L^m with its own weights;
+    all members are evaluated together, one batched matrix product per layer.
+    The weights have the prior N(0, ``prior_scale``^2) on every weight and
+    bias, and :meth:`kl` returns its negative log-density (up to a
+    constant), so that ``negative_elbo(log_lik, kl(), N)`` is the
+    per-datum negative log posterior: the maximum a posteriori (MAP)
+    objective of [Lakshminarayanan2017]_ with weight decay, and the energy
+    U(w) / N sampled by SGHMC ([Chen2014]_).
+
+    Parameters
+    ----------
+    n_features : int
+        Input width d.
+    hidden_layer_sizes : sequence of int
+        Widths of the hidden layers; empty gives M linear models.
+    n_outputs : int
+        Output width k.
+    n_members : int, default=5
+        Number M of networks.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity after each hidden layer.
+    prior_scale : float, default=1.0
+        Standard deviation s of the Gaussian prior on each weight (> 0).
+    generator : torch.Generator, optional
+        Source of the initial weights; the members are initialised
+        independently of each other.
+    device, dtype : optional
+        Where and in which precision the parameters live.
+
+    Attributes
+    ----------
+    layers : torch.nn.ModuleList of StackedLinear
+        ``layers[0].in_features`` is d and ``layers[-1].out_features`` is k.
+    n_members : int
+        M.
+    """
+
+    def __init__(
+        self,
+        n_features,
+        hidden_layer_sizes,
+        n_outputs,
+        *,
+        n_members=5,
+        activation="relu",
+        prior_scale=1.0,
+        generator=None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"Unknown activation {activation!r}; choose one of {sorted(ACTIVATIONS)}.")
+        if not prior_scale > 0:
+            raise ValueError(f"prior_scale must be > 0; got {prior_scale}.")
+        sizes = [n_features, *hidden_layer_sizes, n_outputs]
+        self.layers = nn.ModuleList(
+            StackedLinear(n_members, n_in, n_out, generator=generator, device=device, dtype=dtype)
+            for n_in, n_out in zip(sizes[:-1], sizes[1:])
+        )
+        self.n_members = int(n_members)
+        self.activation = activation
+        self.prior_scale = float(prior_scale)
+
+    @classmethod
+    def from_weights(cls, weights, *, activation="relu", prior_scale=1.0):
+        """A StackedMLP holding given weights (copied).
+
+        Parameters
+        ----------
+        weights : list of torch.Tensor
+            One tensor per layer of shape (M, n_in + 1, n_out), the bias as
+            the last row (the layout of ``StackedLinear.weight``), with the
+            same M for every layer.
+        activation, prior_scale : see the class.
+
+        Returns
+        -------
+        network : StackedMLP
+        """
+        first = weights[0]
+        sizes = [first.shape[1] - 1, *(w.shape[2] for w in weights)]
+        n_members = first.shape[0]
+        if any(w.shape[0] != n_members or w.shape[1] != n_in + 1 for w, n_in in zip(weights, sizes[:-1])):
+            raise ValueError("weights must have shapes (M, n_in + 1, n_out) chaining layer to layer.")
+        network = cls(
+            sizes[0],
+            sizes[1:-1],
+            sizes[-1],
+            n_members=n_members,
+            activation=activation,
+            prior_scale=prior_scale,
+            device=first.device,
+            dtype=first.dtype,
+        )
+        with torch.no_grad():
+            for layer, w in zip(network.layers, weights):
+                layer.weight.copy_(w)
+        return network
+
+    def select(self, index):
+        """A new StackedMLP with the members ``index`` (a LongTensor), copied."""
+        weights = [layer.weight.detach()[index] for layer in self.layers]
+        return type(self).from_weights(weights, activation=self.activation, prior_scale=self.prior_scale)
+
+    def forward(self, x, generator=None, sample=True):
+        """Every member at its inputs.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features) or (n_members, n, n_features)
+            The same rows for every member, or one set of rows per member
+            (e.g. a different minibatch for each). A leading axis of size 1
+            is broadcast to all members.
+        generator, sample : ignored
+            Accepted for the protocol of :class:`~skbayes.nn.BayesianMLP`;
+            the members are deterministic.
+
+        Returns
+        -------
+        f : torch.Tensor of shape (n_members, n, n_outputs)
+            ``f[m]`` depends only on member m's weights and on ``x[m]``.
+        """
+        if x.dim() == 2 or x.shape[0] == 1:
+            x = x.expand(self.n_members, *x.shape[-2:])
+        elif x.dim() != 3 or x.shape[0] != self.n_members:
+            raise ValueError(
+                f"x must have shape (n, {self.layers[0].in_features}) or "
+                f"({self.n_members}, n, {self.layers[0].in_features}); got {tuple(x.shape)}."
+            )
+        act = ACTIVATIONS[self.activation]
+        h = x
+        for i, layer in enumerate(self.layers):
+            if i:
+                h = act(h)
+            h = layer(h)
+        return h
+
+    def member_parameters(self, index=None):
+        """Weights of the members ``index``, all of them in order if None.
+
+        Parameters
+        ----------
+        index : torch.LongTensor of shape (S,), optional
+
+        Returns
+        -------
+        parameters : list of (W, b)
+            Per layer, W of shape (S, n_in, n_out) and b of shape (S, 1, n_out)
+            (S = n_members when ``index`` is None).
+        """
+        return [layer.parameters_of(index) for layer in self.layers]
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` members drawn uniformly with replacement.
+
+        Parameters
+        ----------
+        n_samples : int
+        generator : torch.Generator, optional
+            On the device of the weights.
+
+        Returns
+        -------
+        parameters : list of (W, b)
+            As :meth:`member_parameters`, with S = n_samples.
+        """
+        device = self.layers[0].weight.device
+        index = torch.randint(self.n_members, (n_samples,), generator=generator, device=device)
+        return self.member_parameters(index)
+
+    def forward_with(self, x, parameters):
+        """Evaluate the networks given by ``parameters``.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+        parameters : list of (W, b)
+            As returned by :meth:`member_parameters` or :meth:`sample_parameters`.
+
+        Returns
+        -------
+        f : torch.Tensor of shape (S, n, n_outputs)
+            Row i depends only on x[i].
+        """
+        act = ACTIVATIONS[self.activation]
+        n_draws = parameters[0][0].shape[0]
+        h = x.expand(n_draws, *x.shape)
+        for i, (weight, bias) in enumerate(parameters):
+            if i:
+                h = act(h)
+            h = torch.baddbmm(bias, h, weight)
+        return h
+
+    def member_kl(self):
+        """Negative log prior of each member, tensor of shape (n_members,).
+
+        sum(w^2) / (2 s^2) over the member's weights and biases: the
+        negative log-density of N(0, s^2 I) up to its normalising constant.
+        """
+        scale = 0.5 / self.prior_scale**2
+        return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
+
+    def kl(self):
+        """Negative log prior of all members together (their sum), a scalar in nats.
+
+        Not a KL divergence: the members are point estimates, and this is the
+        penalty that makes ``negative_elbo(log_lik, kl(), N)`` the MAP
+        objective (weight decay 1 / (2 N s^2) per member).
+        """
+        return self.member_kl().sum()
+
+    def extra_repr(self):
+        return f"n_members={self.n_members}, activation={self.activation!r}, prior_scale={self.prior_scale}"

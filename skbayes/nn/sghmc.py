@@ -1,0 +1,270 @@
+r"""Stochastic-gradient Hamiltonian Monte Carlo and the split-R-hat diagnostic.
+
+SGHMC (Chen et al. 2014) samples from p(w | D) ∝ exp(-U(w)) with the
+minibatch energy
+
+.. math::
+
+    \tilde U(w) = -\frac{N}{|B|} \sum_{i \in B} \log p(y_i \mid x_i, w) - \log p(w)
+
+(Rossi 2022, eq. 2.27), using Hamiltonian dynamics with a friction term that
+cancels the noise of the minibatch gradient. In the momentum / learning-rate
+parameterisation of Chen et al. (2014, section 3.3, eq. 15), with
+v = ε M⁻¹ r, η = ε² M⁻¹, α = ε M⁻¹ C and β̂ = ε M⁻¹ B̂:
+
+.. math::
+
+    v &\leftarrow v - \eta \nabla \tilde U(w) - \alpha v
+         + \mathcal N(0, 2 (\alpha - \hat\beta) \eta), \\
+    w &\leftarrow w + v.
+
+This is Rossi 2022, eqs. 2.29-2.30, in which the gradient term must carry a
+*minus* sign (the thesis prints +ε∇Ũ in eq. 2.30; with a plus the chain
+climbs the energy instead of sampling exp(-U)).
+
+The estimators minimise a *per-datum* loss L = Ũ / N (see
+:func:`~skbayes.nn.negative_elbo`), so the gradient handed to the optimiser is
+∇L = ∇Ũ / N, and :class:`SGHMC` takes N to rebuild ∇Ũ. Two mass matrices:
+
+* plain SGHMC (unit mass, β̂ = 0 as in the experiments of Chen et al. 2014,
+  section 4), with the per-datum learning rate ``lr`` = η N, the step size
+  that SGD with momentum 1 - α would use on L:
+
+  .. math::
+
+      v \leftarrow (1 - \alpha) v - \mathrm{lr}\, \nabla L(w)
+          + \sqrt{2 \alpha\, \mathrm{lr} / N}\; \xi, \qquad
+      w \leftarrow w + v, \qquad \xi \sim \mathcal N(0, I).
+
+  It is exact as lr -> 0; otherwise the minibatch noise, whose variance
+  relative to the injected noise is about lr N Var[∇l_i] / (2 α |B|), heats
+  the chains.
+
+* scale-adapted SGHMC (Springenberg et al. 2016; the sampler of Rossi 2022,
+  eqs. 2.31-2.36): the mass is the running root mean square sqrt(V̂) of
+  ∇Ũ, adapted during burn-in and then frozen, η = ``lr`` / sqrt(V̂), and the
+  minibatch noise is estimated as B̂ = V̂ ε / 2, which removes lr² from the
+  variance of the injected noise. Every coordinate then moves at a rate set
+  by ``lr`` whatever the scale of its gradient, and the minibatch noise is
+  accounted for; this is what the estimators use.
+
+References
+----------
+.. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
+   Hamiltonian Monte Carlo", ICML 2014.
+.. [Rossi2022] S. Rossi, "Improving scalability and inference in
+   probabilistic deep models", PhD thesis, 2022, section 2.4.
+.. [Springenberg2016] J. T. Springenberg, A. Klein, S. Falkner and F. Hutter,
+   "Bayesian optimization with robust Bayesian neural networks", NeurIPS 2016.
+.. [Gelman2013] A. Gelman, J. B. Carlin, H. S. Stern, D. B. Dunson,
+   A. Vehtari and D. B. Rubin, "Bayesian data analysis", 3rd edition, 2013,
+   section 11.4 (split R-hat).
+"""
+
+import math
+
+import torch
+
+__all__ = ["SGHMC", "split_rhat"]
+
+
+class SGHMC(torch.optim.Optimizer):
+    r"""Stochastic-gradient HMC (Chen et al. 2014) on a per-datum loss, optionally scale-adapted.
+
+    Each :meth:`step` reads ``p.grad`` = ∇L, with L = Ũ / N the per-datum
+    energy (negative log posterior divided by N), forms G = N ∇L = ∇Ũ and
+    applies, coordinate-wise, the update of [Chen2014]_ eq. 15 with a
+    diagonal mass (Rossi 2022, eqs. 2.29-2.30 with the sign of the gradient
+    term corrected to minus):
+
+    ``v <- (1 - friction) v - eta * G + sqrt(max(2 * friction * eta - c, 0)) * xi``,
+    ``p <- p + v``,   ``xi ~ N(0, I)``,
+
+    where, with ``scale_adapted=False`` (plain SGHMC, unit mass),
+    eta = ``lr`` / N and c = 0 (β̂ = 0, as in the experiments of Chen et al.
+    2014), so that ``eta * G = lr * grad``: ``lr`` is the step size that SGD
+    with momentum 1 - friction would use on L.
+
+    With ``scale_adapted=True`` (the adaptive SGHMC of Springenberg et al.
+    2016, used in Rossi 2022, eqs. 2.31-2.36) the mass is the running root
+    mean square of G: eta = ``lr`` / sqrt(V̂) and c = ``lr``^2, the noise
+    of the minibatch gradient estimated as B̂ = V̂ eta / 2. During the first
+    ``n_adapt_steps`` steps V̂ follows G² with the adaptive window τ of
+    Rossi 2022, eqs. 2.32-2.34 (τ <- τ - τ g²/V̂ + 1, g <- g + (G - g)/(τ+1),
+    V̂ <- V̂ + (G² - V̂)/(τ+1), the window read before its update), then it
+    is frozen, so that the samples after the adaptation come from a
+    sampler with a fixed mass. ``lr`` is then ε² in the notation of
+    Rossi 2022, eq. 2.36: every coordinate moves by about
+    ``lr / friction`` per step whatever the scale of its gradient (as with
+    Adam's step size), which makes one default work across data sets.
+
+    The momentum v starts at zero; on the first step g and τ start at 0
+    and 1, and V̂ at the mean of G² over the parameter tensor (a coordinate
+    whose first gradient is zero by chance would otherwise get an unbounded
+    step). For small ``lr`` the iterates are (correlated) samples of
+    p(w | D) ∝ exp(-N L(w)).
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor or dicts
+        Parameters to sample (as for any :class:`torch.optim.Optimizer`).
+    lr : float
+        Step size (> 0): the per-datum learning rate eta N of plain SGHMC,
+        or ε² of scale-adapted SGHMC (see above). The stationary
+        distribution is exact only as lr -> 0; plain SGHMC is stable for
+        about lr * λ_max < 4, λ_max the largest eigenvalue of the Hessian
+        of L.
+    n_data : int
+        Number N of training rows, the factor between L and the energy Ũ.
+    friction : float, default=0.05
+        α in (0, 1]: the fraction of the momentum removed at each step
+        (1 - α is the momentum coefficient of SGD with momentum). Also sets
+        the injected noise variance 2 α eta.
+    scale_adapted : bool, default=False
+        Use the running root mean square of the gradient as the mass.
+    n_adapt_steps : int, default=0
+        Steps during which the mass is adapted (``scale_adapted`` only),
+        typically the burn-in; afterwards it stays fixed.
+    generator : torch.Generator, optional
+        Source of the injected noise, on the parameters' device; with a
+        seeded generator the chain is reproducible.
+
+    Raises
+    ------
+    ValueError
+        If ``lr`` <= 0, ``n_data`` < 1, ``friction`` is not in (0, 1] or
+        ``n_adapt_steps`` < 0.
+    """
+
+    _tiny = 1e-16
+
+    def __init__(
+        self, params, lr, n_data, friction=0.05, *, scale_adapted=False, n_adapt_steps=0, generator=None
+    ):
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0; got {lr}.")
+        if not n_data >= 1:
+            raise ValueError(f"n_data must be >= 1; got {n_data}.")
+        if not 0 < friction <= 1:
+            raise ValueError(f"friction must be in (0, 1]; got {friction}.")
+        if not n_adapt_steps >= 0:
+            raise ValueError(f"n_adapt_steps must be >= 0; got {n_adapt_steps}.")
+        defaults = {
+            "lr": float(lr),
+            "n_data": int(n_data),
+            "friction": float(friction),
+            "scale_adapted": bool(scale_adapted),
+            "n_adapt_steps": int(n_adapt_steps),
+        }
+        super().__init__(params, defaults)
+        self.generator = generator
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One SGHMC step with the gradients in ``p.grad``.
+
+        Parameters
+        ----------
+        closure : callable, optional
+            Re-evaluates the loss and its gradients, returns the loss.
+
+        Returns
+        -------
+        loss : torch.Tensor or None
+            What ``closure`` returned.
+        """
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, alpha, n_data = group["lr"], group["friction"], group["n_data"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["momentum"] = torch.zeros_like(p)
+                state["step"] += 1
+                v = state["momentum"]
+                xi = torch.randn(p.shape, generator=self.generator, device=p.device, dtype=p.dtype)
+                if not group["scale_adapted"]:
+                    # eta = lr / N, eta * G = lr * grad, noise variance 2 alpha eta.
+                    v.mul_(1.0 - alpha).add_(p.grad, alpha=-lr).add_(xi, alpha=math.sqrt(2.0 * alpha * lr / n_data))
+                    p.add_(v)
+                    continue
+                grad = p.grad * n_data  # G, the gradient of the energy
+                if "v_hat" not in state:
+                    # The tensor's mean square as the first estimate: a coordinate
+                    # whose first gradient happens to be ~0 must not get a huge step.
+                    state["v_hat"] = (grad * grad).mean().expand_as(p).clone()
+                    # g = 0 keeps g^2 <= V-hat at every step (both are averages with
+                    # the same weights), hence tau >= 1.
+                    state["g"], state["tau"] = torch.zeros_like(p), torch.ones_like(p)
+                elif state["step"] <= group["n_adapt_steps"]:
+                    v_hat, g, tau = state["v_hat"], state["g"], state["tau"]
+                    rate = 1.0 / (tau + 1.0)
+                    tau.add_(1.0 - tau * g * g / (v_hat + self._tiny))
+                    g.add_(rate * (grad - g))
+                    v_hat.add_(rate * (grad * grad - v_hat))
+                eta = lr / (state["v_hat"].sqrt() + self._tiny)
+                noise_var = (2.0 * alpha * eta - lr * lr).clamp_(min=self._tiny)
+                v.mul_(1.0 - alpha).sub_(eta * grad).add_(xi * noise_var.sqrt())
+                p.add_(v)
+        return loss
+
+
+def split_rhat(draws):
+    r"""Classic split R-hat of scalar draws from several chains.
+
+    Each chain is cut into its first and second halves (the middle draw is
+    dropped when the length is odd), giving m = 2 n_chains sequences of
+    length n; with B the between-sequence and W the mean within-sequence
+    variance ([Gelman2013]_, section 11.4, eqs. 11.2-11.4):
+
+    .. math::
+
+        \widehat{\mathrm{var}}^+ = \frac{n - 1}{n} W + \frac{B}{n}, \qquad
+        \hat R = \sqrt{\widehat{\mathrm{var}}^+ / W}.
+
+    R-hat near 1 says the sequences look like draws from one distribution;
+    values above about 1.1 (1.05 in Rossi 2022, chapter 4) flag chains
+    that have not mixed or are still drifting. This is the rank-free form
+    (no rank normalisation or folding).
+
+    Parameters
+    ----------
+    draws : torch.Tensor of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
+        Draws of one or several scalars; trailing axes are separate scalars.
+        One chain is allowed (its two halves are compared).
+
+    Returns
+    -------
+    rhat : torch.Tensor of shape () or (...)
+        NaN for a scalar with no within-sequence variance (W = 0), except
+        1 when B = 0 as well (all draws equal).
+
+    Raises
+    ------
+    ValueError
+        If there are fewer than 4 draws per chain.
+    """
+    draws = torch.as_tensor(draws)
+    if not draws.is_floating_point():
+        draws = draws.double()
+    if draws.dim() < 2:
+        raise ValueError(f"draws must have shape (n_chains, n_draws, ...); got {tuple(draws.shape)}.")
+    n_draws = draws.shape[1]
+    if n_draws < 4:
+        raise ValueError(f"split R-hat needs at least 4 draws per chain; got {n_draws}.")
+    n = n_draws // 2
+    halves = torch.cat([draws[:, :n], draws[:, n_draws - n :]], dim=0)
+    chain_means = halves.mean(dim=1)
+    between = n * chain_means.var(dim=0, unbiased=True)
+    within = halves.var(dim=1, unbiased=True).mean(dim=0)
+    var_plus = (n - 1) / n * within + between / n
+    rhat = torch.sqrt(var_plus / within)
+    constant = (within == 0) & (between == 0)
+    rhat = torch.where(constant, torch.ones_like(rhat), rhat)
+    return torch.where((within == 0) & ~constant, torch.full_like(rhat, math.nan), rhat)

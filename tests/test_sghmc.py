@@ -1,0 +1,242 @@
+"""SGHMC: the sampler, split R-hat and inference="sghmc"."""
+
+import numpy as np
+import pytest
+import torch
+
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.nn.sghmc import SGHMC, split_rhat
+
+from _exact_blr import exact_blr_predictive, make_blr_data
+
+
+# ---------------------------------------------------------------- the sampler
+def _run_gaussian(scale_adapted, lr, n_steps=2000, burn_in=500, seed=0, n_chains=1000, grad_noise=0.0):
+    """Chains on the 2-D Gaussian N(mu, S) written as a per-datum loss U / N.
+
+    ``grad_noise`` adds N(0, grad_noise^2) noise to the energy gradient, as a
+    minibatch would.
+    """
+    n_data = 50
+    mu = torch.tensor([1.0, -0.5], dtype=torch.float64)
+    cov = torch.tensor([[0.30, 0.12], [0.12, 0.10]], dtype=torch.float64)
+    precision = torch.linalg.inv(cov)
+    theta = torch.nn.Parameter(torch.zeros(n_chains, 2, dtype=torch.float64))
+    opt = SGHMC(
+        [theta],
+        lr=lr,
+        n_data=n_data,
+        friction=0.1,
+        scale_adapted=scale_adapted,
+        n_adapt_steps=burn_in,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    gradient_noise = torch.Generator().manual_seed(seed + 1)
+    kept = []
+    for t in range(n_steps):
+        opt.zero_grad()
+        d = theta - mu
+        energy = 0.5 * torch.einsum("ci,ij,cj->", d, precision, d)
+        (energy / n_data).backward()
+        if grad_noise:
+            theta.grad += grad_noise / n_data * torch.randn(theta.shape, generator=gradient_noise, dtype=theta.dtype)
+        opt.step()
+        if t >= burn_in and t % 50 == 0:
+            kept.append(theta.detach().clone())
+    return torch.cat(kept), mu, cov
+
+
+def test_sghmc_samples_a_correlated_gaussian():
+    # Exact gradients and a small step: the chains' stationary distribution is
+    # the target up to a discretisation error of a few per cent. With the
+    # gradient sign of Rossi 2022's eq. 2.30 as printed (+) the chains diverge.
+    draws, mu, cov = _run_gaussian(False, 0.5)
+    torch.testing.assert_close(draws.mean(0), mu, atol=0.02, rtol=0)
+    torch.testing.assert_close(torch.cov(draws.T), cov, atol=0.01, rtol=0.05)
+
+
+def test_scale_adapted_sghmc_subtracts_the_gradient_noise():
+    # Gradient noise of variance 400 (about 20 times E[(dU)^2] at the target)
+    # supplies about half of the noise the sampler needs; the adapted sampler
+    # estimates it as lr^2 per step (Rossi 2022, eq. 2.36) and injects only
+    # the rest, so the target is still sampled.
+    draws, mu, cov = _run_gaussian(True, 5e-3, grad_noise=20.0)
+    torch.testing.assert_close(draws.mean(0), mu, atol=0.02, rtol=0)
+    torch.testing.assert_close(torch.cov(draws.T), cov, atol=0.01, rtol=0.05)
+    # without the correction the same chains are too hot
+    hot, _, _ = _run_gaussian(False, 5e-3 * 50 / 20, grad_noise=20.0)
+    assert float(torch.cov(hot.T)[0, 0]) > 1.2 * float(cov[0, 0])
+
+
+def test_sghmc_is_reproducible_with_a_seeded_generator():
+    a, _, _ = _run_gaussian(False, 0.5, n_steps=600, n_chains=5)
+    b, _, _ = _run_gaussian(False, 0.5, n_steps=600, n_chains=5)
+    c, _, _ = _run_gaussian(False, 0.5, n_steps=600, n_chains=5, seed=1)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert not torch.allclose(a, c)
+
+
+def test_injected_noise_has_the_stated_variance():
+    # One step from rest with a zero gradient: v = sqrt(2 alpha lr / N) xi.
+    theta = torch.nn.Parameter(torch.zeros(200_000, dtype=torch.float64))
+    theta.grad = torch.zeros_like(theta)
+    SGHMC([theta], lr=0.3, n_data=40, friction=0.2, generator=torch.Generator().manual_seed(0)).step()
+    assert float(theta.detach().var()) == pytest.approx(2 * 0.2 * 0.3 / 40, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(lr=0.0, n_data=10), "lr"),
+        (dict(lr=0.1, n_data=0), "n_data"),
+        (dict(lr=0.1, n_data=10, friction=1.5), "friction"),
+        (dict(lr=0.1, n_data=10, n_adapt_steps=-1), "n_adapt_steps"),
+    ],
+)
+def test_sghmc_rejects_bad_settings(kw, match):
+    with pytest.raises(ValueError, match=match):
+        SGHMC([torch.nn.Parameter(torch.zeros(2))], **kw)
+
+
+# ---------------------------------------------------------------- split R-hat
+def test_split_rhat_matches_the_textbook_formula():
+    draws = np.random.RandomState(0).standard_normal((3, 9)) + np.arange(3)[:, None] * 0.3
+    halves = np.concatenate([draws[:, :4], draws[:, 5:]])  # odd length: middle draw dropped
+    n = 4
+    between = n * halves.mean(1).var(ddof=1)
+    within = halves.var(1, ddof=1).mean()
+    expected = np.sqrt(((n - 1) / n * within + between / n) / within)
+    assert float(split_rhat(torch.tensor(draws))) == pytest.approx(expected, rel=1e-12)
+
+
+def test_split_rhat_is_one_for_mixed_chains_and_large_for_stuck_ones():
+    g = torch.Generator().manual_seed(0)
+    mixed = torch.randn(4, 1000, generator=g, dtype=torch.float64)
+    assert abs(float(split_rhat(mixed)) - 1) < 0.01
+    stuck = mixed + torch.arange(4, dtype=torch.float64)[:, None]  # chains at different values
+    assert float(split_rhat(stuck)) > 1.1
+    # one chain drifting: only the split into halves can see it
+    drifting = torch.randn(1, 1000, generator=g, dtype=torch.float64) + torch.linspace(0, 3, 1000)
+    assert float(split_rhat(drifting)) > 1.1
+    # several scalars at once (trailing axis)
+    both = split_rhat(torch.stack([mixed, stuck], dim=-1))
+    assert both.shape == (2,) and float(both[0]) < 1.01 < 1.1 < float(both[1])
+
+
+def test_split_rhat_edge_cases():
+    assert float(split_rhat(torch.ones(2, 10))) == 1.0
+    assert np.isnan(float(split_rhat(torch.tensor([[0.0] * 6, [1.0] * 6]))))
+    with pytest.raises(ValueError, match="at least 4 draws"):
+        split_rhat(torch.zeros(2, 3))
+
+
+# --------------------------------------------------------------- the estimator
+def _sghmc(estimator=BayesianMLPRegressor, **kw):
+    return estimator(inference="sghmc", **kw)
+
+
+def test_sghmc_on_a_linear_model_samples_the_exact_posterior():
+    # Bayesian linear regression (no hidden layer, fixed noise): the posterior
+    # is Gaussian in closed form. Minibatches of 20 of the 100 rows make the
+    # gradient noisy; the scale-adapted sampler subtracts its estimate of
+    # that noise (Rossi 2022, eq. 2.36), which is approximate, and 16 chains
+    # x 40 correlated samples estimate a standard deviation to ~10%: hence
+    # 25% on the epistemic standard deviation and a quarter of it on the mean.
+    X, y, Xt = make_blr_data(n_samples=100)
+    model = _sghmc(
+        hidden_layer_sizes=(),
+        noise=0.3,
+        normalize_y=False,
+        batch_size=20,
+        n_chains=16,
+        burn_in=100,
+        thinning=2,
+        n_kept_samples=40,
+        random_state=0,
+    ).fit(X, y)
+    mean, std, epistemic = exact_blr_predictive(X, y, Xt, 1.0, 0.3)
+    parts = model.predict_uncertainty(Xt)
+    assert np.all(np.abs(parts.mean - mean) < 0.25 * epistemic)
+    np.testing.assert_allclose(parts.epistemic_std, epistemic, rtol=0.25)
+    np.testing.assert_allclose(parts.std, std, rtol=0.05)
+    assert model.module_["network"].n_members == 16 * 40
+    assert 1.0 <= model.rhat_ < 1.1  # well-mixed chains
+    assert model.n_iter_ == 100 + 2 * 40  # the schedule, in epochs
+
+
+def test_stuck_chains_are_flagged_by_rhat():
+    X, y, _ = make_blr_data(n_samples=100)
+    # a vanishing step size leaves every chain at its own random initialisation
+    model = _sghmc(
+        step_size=1e-12, hidden_layer_sizes=(), noise=0.3, n_chains=4, burn_in=0, thinning=1,
+        n_kept_samples=8, random_state=0,
+    ).fit(X, y)
+    assert model.rhat_ > 1.1
+
+
+@pytest.fixture(scope="module")
+def sine_sghmc():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (200, 1))
+    y = np.sin(2 * X[:, 0]) + 0.2 * rng.standard_normal(200)
+    model = _sghmc(
+        hidden_layer_sizes=(16,), n_chains=2, burn_in=150, thinning=2, n_kept_samples=20, random_state=0
+    )
+    return model.fit(X, y), X, y
+
+
+def test_noise_is_sampled_per_chain_and_recovered(sine_sghmc):
+    model, _, _ = sine_sghmc
+    sigma = model.module_["likelihood"].noise_std.detach().numpy().ravel() * model._y_scale
+    assert sigma.shape == (40,)  # one noise level per kept sample
+    assert np.ptp(sigma) > 0  # sampled, not fixed
+    np.testing.assert_allclose(model.noise_std_, 0.2, rtol=0.25)
+
+
+def test_epistemic_uncertainty_grows_away_from_the_data(sine_sghmc):
+    model, _, _ = sine_sghmc
+    inside = model.predict_uncertainty(np.linspace(-1.5, 1.5, 20)[:, None]).epistemic_std.mean()
+    outside = model.predict_uncertainty(np.array([[-5.0], [5.0]])).epistemic_std.mean()
+    assert outside > 5 * inside
+
+
+def test_same_random_state_gives_identical_samples():
+    X, y, Xt = make_blr_data(n_samples=60)
+    kw = dict(hidden_layer_sizes=(8,), burn_in=5, thinning=1, n_kept_samples=4)
+    fits = [_sghmc(random_state=s, **kw).fit(X, y) for s in (0, 0, 1)]
+    a, b, c = (m.predict(Xt, return_std=True)[1] for m in fits)
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_warm_start_restarts_each_chain_from_its_last_sample():
+    X, y, Xt = make_blr_data(n_samples=60)
+    model = _sghmc(hidden_layer_sizes=(8,), n_chains=3, burn_in=5, thinning=1, n_kept_samples=4, random_state=0)
+    model.fit(X, y)
+    last = model.module_["network"].layers[0].weight.detach()[[3, 7, 11]]
+    noise = model.module_["likelihood"].raw_noise.detach()[[3, 7, 11]]
+    # with a vanishing step the restarted chains stay where they were
+    model.set_params(warm_start=True, burn_in=0, n_kept_samples=2)
+    model.set_params(step_size=1e-12)
+    model.fit(X, y)
+    weight = model.module_["network"].layers[0].weight.detach()
+    assert weight.shape[0] == 3 * 2
+    torch.testing.assert_close(weight[1::2], last, atol=1e-6, rtol=0)
+    torch.testing.assert_close(model.module_["likelihood"].raw_noise.detach()[1::2], noise, atol=1e-6, rtol=0)
+
+
+def test_classifier_averages_the_kept_samples():
+    rng = np.random.RandomState(0)
+    X = np.vstack([rng.normal(-1.5, 1, (60, 2)), rng.normal(1.5, 1, (60, 2))])
+    y = np.repeat([0, 1], 60)
+    clf = _sghmc(
+        estimator=BayesianMLPClassifier, hidden_layer_sizes=(8,), burn_in=30, thinning=2, n_kept_samples=5,
+        random_state=0,
+    ).fit(X, y)
+    proba = clf.predict_proba(X)
+    with torch.no_grad():
+        logits = clf.module_["network"](torch.tensor(X, dtype=torch.float64))
+    assert logits.shape[0] == 2 * 5
+    np.testing.assert_allclose(proba, torch.softmax(logits, -1).mean(0).numpy(), rtol=1e-8)
+    assert clf.score(X, y) > 0.85
+    assert np.isfinite(clf.rhat_)
