@@ -20,11 +20,8 @@ import skbayes.gaussian_process._sparse_gp as sparse_gp_module
 from skbayes import DeviceWarning, SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 from skbayes.nn.kernels import MaternKernel, RBFKernel
-from skbayes.nn.natural_gradient import (
-    NaturalGradient,
-    OptimizerChain,
-    covariance_gradient,
-)
+from skbayes._training import OptimizerChain
+from skbayes.nn.natural_gradient import NaturalGradient, covariance_gradient
 from skbayes.nn.sparse_gp import cholesky, expected_log_lik
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -17,7 +17,8 @@ from .._training import fit_loop
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin
 from ..nn import GaussianLikelihood
 from ..nn.kernels import MaternKernel, RBFKernel
-from ..nn.natural_gradient import NaturalGradient, OptimizerChain
+from .._training import OptimizerChain
+from ..nn.natural_gradient import NaturalGradient
 from ..nn.sparse_gp import OBJECTIVES, SVGP, cholesky
 
 # Entries of A = L_zz^-1 K_zx (M x rows) held at once when predicting (~32 MB in float64).

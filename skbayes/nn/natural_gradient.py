@@ -45,7 +45,7 @@ import torch
 
 from .sparse_gp import raw_from_scale_tril, scale_tril_from_raw
 
-__all__ = ["NaturalGradient", "OptimizerChain", "covariance_gradient"]
+__all__ = ["NaturalGradient", "covariance_gradient"]
 
 
 def covariance_gradient(scale_tril, scale_tril_grad):
@@ -210,50 +210,3 @@ class NaturalGradient(torch.optim.Optimizer):
             mean.copy_(new_tril @ (new_tril.T @ new_theta1))
             raw.copy_(raw_from_scale_tril(new_tril))
         return loss
-
-
-class OptimizerChain:
-    """Several optimisers over disjoint parameters, driven as one.
-
-    The shared training loop calls ``zero_grad`` and ``step`` on one object;
-    this forwards both to each optimiser in order, e.g. Adam for the
-    hyperparameters and :class:`NaturalGradient` for q(v), both using the
-    gradients of the same backward pass.
-
-    Parameters
-    ----------
-    *optimizers : torch.optim.Optimizer
-        Each with its own parameters (the sets must not overlap).
-    """
-
-    def __init__(self, *optimizers):
-        self.optimizers = list(optimizers)
-
-    @property
-    def param_groups(self):
-        """The parameter groups of every optimiser, in order (list of dict)."""
-        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
-
-    def zero_grad(self, set_to_none=True):
-        """Reset the gradients of every optimiser's parameters."""
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def step(self, closure=None):
-        """Step every optimiser in order; returns ``closure()`` if given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for optimizer in self.optimizers:
-            optimizer.step()
-        return loss
-
-    def state_dict(self):
-        """List of the optimisers' state dicts."""
-        return [optimizer.state_dict() for optimizer in self.optimizers]
-
-    def load_state_dict(self, state_dicts):
-        """Load a list returned by :meth:`state_dict`."""
-        for optimizer, state in zip(self.optimizers, state_dicts, strict=True):
-            optimizer.load_state_dict(state)

@@ -2,26 +2,11 @@
 
 import torch
 
-from ..._training import fit_loop
+from ..._training import OptimizerChain, fit_loop
 from ...nn.vadam import Vadam, perturbed_nll
 from ._variational import _BayesianMLPMethod, initialize_mean_field
 
 __all__ = ["VariationalAdam"]
-
-
-class _Optimizers:
-    """Steps several optimisers as one (Vadam for the weights, Adam for the noise)."""
-
-    def __init__(self, *optimizers):
-        self.optimizers = optimizers
-
-    def zero_grad(self, set_to_none=True):
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def step(self):
-        for optimizer in self.optimizers:
-            optimizer.step()
 
 
 class VariationalAdam(_BayesianMLPMethod):
@@ -92,7 +77,7 @@ class VariationalAdam(_BayesianMLPMethod):
 
         loop.pop("min_iter", None)
         try:
-            return fit_loop(loss_fn, _Optimizers(*optimizers), **loop)
+            return fit_loop(loss_fn, OptimizerChain(*optimizers), **loop)
         finally:
             for layer in network.layers:
                 layer.rho.requires_grad_(True)
