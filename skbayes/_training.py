@@ -106,9 +106,11 @@ def fit_loop(
         Where ``idx`` should live.
     tol : float, default=1e-4
         Minimum improvement of the loss (or validation score) per epoch.
-    n_iter_no_change : int, default=10
+    n_iter_no_change : int or None, default=10
         Stop after this many consecutive epochs without an improvement of at
-        least ``tol`` (scikit-learn's MLP rule).
+        least ``tol`` (scikit-learn's MLP rule). None runs exactly
+        ``max_iter`` epochs, a fixed schedule (e.g. the passes of assumed
+        density filtering or the epochs of a sampler), and then does not warn.
     min_iter : int, default=0
         Epochs that run before the stopping rule starts counting, e.g. a KL
         warm-up during which the loss is expected to rise.
@@ -169,15 +171,16 @@ def fit_loop(
                 best = loss if epoch < min_iter else min(best, loss)
                 epochs.set_postfix(loss=f"{loss:.4f}", refresh=False)
             no_improvement = 0 if improved or epoch < min_iter else no_improvement + 1
-            if no_improvement > n_iter_no_change:
+            if n_iter_no_change is not None and no_improvement > n_iter_no_change:
                 result.stopped_early = True
                 break
         else:
-            warnings.warn(
-                f"{estimator_name}: maximum number of epochs ({max_iter}) reached and "
-                "the optimisation has not converged yet.",
-                ConvergenceWarning,
-            )
+            if n_iter_no_change is not None:
+                warnings.warn(
+                    f"{estimator_name}: maximum number of epochs ({max_iter}) reached and "
+                    "the optimisation has not converged yet.",
+                    ConvergenceWarning,
+                )
     except KeyboardInterrupt:
         warnings.warn(
             f"{estimator_name}: training interrupted by the user after {result.n_iter} "
@@ -186,6 +189,11 @@ def fit_loop(
         )
     finally:
         epochs.close()
+    return _finish(result, early, best, best_state, module)
+
+
+def _finish(result, early, best, best_state, module):
+    """Record the best loss or score, and restore the best state when early stopping."""
     if early:
         result.best_validation_score = best if result.validation_scores else None
         if best_state is not None:

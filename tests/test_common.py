@@ -3,7 +3,7 @@
 import inspect
 
 import pytest
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skbayes
@@ -14,6 +14,14 @@ INIT_PARAMS = {
     "BayesianMLPRegressor": {"max_iter": 60, "n_samples_predict": 10, "random_state": 0},
     "SparseGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "random_state": 0},
     "VAE": {"hidden_layer_sizes": (16,), "max_iter": 20, "random_state": 0},
+}
+
+# Every other inference method of the Bayesian MLPs, with settings as small.
+METHOD_PARAMS = {
+    "pbp": {"max_iter": 5},
+    "vadam": {},
+    "sghmc": {"burn_in": 20, "thinning": 2, "n_kept_samples": 5},
+    "ensemble": {"n_estimators": 3},
 }
 
 # check name -> reason, per estimator. Empty: every check passes.
@@ -30,6 +38,11 @@ def _public_estimators():
 def _instances():
     for cls in _public_estimators():
         yield cls(**INIT_PARAMS.get(cls.__name__, {}))
+        if cls.__name__.startswith("BayesianMLP"):
+            for inference, params in METHOD_PARAMS.items():
+                if inference == "pbp" and cls is skbayes.BayesianMLPClassifier:
+                    continue  # regression only
+                yield cls(**{**INIT_PARAMS[cls.__name__], "inference": inference, **params})
 
 
 @parametrize_with_checks(
@@ -57,6 +70,10 @@ def test_fitted_attributes_are_documented(cls):
     X, y = rng.randn(30, 3), np.arange(30) % 2
     estimator = cls(**{**INIT_PARAMS[cls.__name__], "max_iter": 2}).fit(X, y)
     fitted = {name for name in vars(estimator) if name.endswith("_") and not name.startswith("_")}
+    if cls.__name__ == "BayesianMLPRegressor":  # method-specific attributes
+        for inference, params in METHOD_PARAMS.items():
+            method_fit = clone(estimator).set_params(inference=inference, **params).fit(X, y)
+            fitted |= {name for name in vars(method_fit) if name.endswith("_") and not name.startswith("_")}
     attributes_section = cls.__doc__.split("Attributes\n    ----------")[1].split("See Also")[0]
     documented = {line.split(" : ")[0].strip() for line in attributes_section.splitlines() if " : " in line}
     assert fitted <= documented, f"undocumented fitted attributes: {sorted(fitted - documented)}"

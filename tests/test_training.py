@@ -97,3 +97,15 @@ def test_min_iter_delays_the_stopping_rule():
     assert _fit(loss_fn, module, n_iter_no_change=2, min_iter=6).n_iter > 6
     module, loss_fn = _warming_up_problem()
     assert _fit(loss_fn, module, n_iter_no_change=2).n_iter <= 6  # stops during the warm-up
+
+
+def test_a_fixed_schedule_runs_every_epoch_without_warning():
+    # n_iter_no_change=None: the loss converges long before max_iter, yet all
+    # epochs run (a sampler's or ADF's schedule) and nothing is reported as
+    # non-convergence.
+    module, loss_fn = _problem()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = _fit(loss_fn, module, max_iter=80, n_iter_no_change=None)
+    assert result.n_iter == 80 and not result.stopped_early
+    assert result.best_loss == min(result.loss_curve)

@@ -58,6 +58,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         "n_samples_predict": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         **EARLY_STOPPING_CONSTRAINTS,
     }
 
@@ -216,7 +217,7 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         loop = {
             "n_samples": n_train,
             "batch_size": min(batch_size, n_train),
-            "max_iter": self.max_iter,
+            "max_iter": method.default_max_iter if self.max_iter == "auto" else self.max_iter,
             "generator": self._generator(shuffle_seed),
             "device": device,
             "tol": self.tol,

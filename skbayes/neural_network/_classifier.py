@@ -89,8 +89,9 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     beta_1, beta_2 : float, default=0.9, 0.999
         Decay rates of the first and second moment estimates of Adam (and of
         Vadam).
-    max_iter : int, default=500
-        Maximum number of epochs.
+    max_iter : int or "auto", default="auto"
+        Maximum number of epochs; ``"auto"`` is 500. ``"sghmc"`` ignores it
+        (see ``burn_in``).
     n_samples_train : int, default=1
         Monte-Carlo draws per datum and step.
     n_samples_predict : int, default=100
@@ -208,7 +209,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         learning_rate_init=3e-3,
         beta_1=0.9,
         beta_2=0.999,
-        max_iter=500,
+        max_iter="auto",
         n_samples_train=1,
         n_samples_predict=100,
         early_stopping=False,

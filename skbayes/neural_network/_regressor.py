@@ -108,9 +108,11 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     beta_1, beta_2 : float, default=0.9, 0.999
         Decay rates of the first and second moment estimates of Adam (and of
         Vadam).
-    max_iter : int, default=500
+    max_iter : int or "auto", default="auto"
         Maximum number of epochs (training usually stops earlier, see
-        ``n_iter_no_change``).
+        ``n_iter_no_change``). ``"auto"`` is 500, and for ``"pbp"`` 40
+        passes over the data (the paper's schedule, run in full unless
+        ``early_stopping``). ``"sghmc"`` ignores it (see ``burn_in``).
     n_samples_train : int, default=1
         Monte-Carlo draws per datum and step for the expected log-likelihood.
     n_samples_predict : int, default=100
@@ -166,6 +168,13 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         KL(q || prior) of the fitted weights, in nats (for ``"ensemble"`` and
         ``"sghmc"``, which have no q, the summed negative log prior
         sum(w^2) / (2 prior_scale^2) of all members, up to a constant).
+    pbp_prior_std_ : float
+        Only for ``"pbp"``: the inferred prior standard deviation
+        E[1/lambda]^(1/2) of the (unscaled) weights, from the Gamma posterior
+        of the prior precision.
+    pbp_n_rejected_ : int
+        Only for ``"pbp"``: ADF weight updates skipped because they would
+        have made a variance non-positive (the paper's safeguard).
     rhat_ : float
         Only for ``"sghmc"``: the largest split R-hat (Gelman et al. 2013,
         section 11.4) over the chains' kept samples of the mean training
@@ -265,7 +274,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         learning_rate_init=3e-3,
         beta_1=0.9,
         beta_2=0.999,
-        max_iter=500,
+        max_iter="auto",
         n_samples_train=1,
         n_samples_predict=100,
         early_stopping=False,

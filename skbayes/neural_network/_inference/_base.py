@@ -32,6 +32,8 @@ class InferenceMethod:
 
     #: Whether :class:`~skbayes.BayesianMLPClassifier` can use the method.
     supports_classification = True
+    #: Epochs run when the estimator's ``max_iter`` is ``"auto"``.
+    default_max_iter = 500
     #: Whether the method stops on a validation score (``early_stopping``);
     #: if not, the estimator holds no rows out.
     supports_early_stopping = True

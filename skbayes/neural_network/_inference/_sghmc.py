@@ -5,7 +5,6 @@ import math
 import warnings
 
 import torch
-from sklearn.exceptions import ConvergenceWarning
 
 from ..._training import fit_loop
 from ...nn.ensemble import StackedMLP
@@ -159,17 +158,13 @@ class SGHMCSampler(InferenceMethod):
         loop = {
             **loop,
             "max_iter": n_epochs,
-            "n_iter_no_change": n_epochs + 1,
-            "min_iter": n_epochs,
+            "n_iter_no_change": None,  # a fixed schedule: no stopping rule, no warning
             "validation_score_fn": None,
             "module": None,
         }
         handle = optimizer.register_step_post_hook(keep_snapshot)
         try:
-            with warnings.catch_warnings():
-                # Running all the epochs is the schedule, not a failure to converge.
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                result = fit_loop(loss_fn, optimizer, **loop)
+            result = fit_loop(loss_fn, optimizer, **loop)
         finally:
             handle.remove()
         if not snapshots:  # interrupted (Ctrl-C) before the first kept sample
