@@ -35,7 +35,7 @@ import math
 import torch
 from torch import nn
 
-from .mlp import ACTIVATIONS
+from .mlp import ACTIVATIONS, forward_with_parameters
 
 __all__ = ["StackedLinear", "StackedMLP"]
 
@@ -291,14 +291,7 @@ class StackedMLP(nn.Module):
         f : torch.Tensor of shape (S, n, n_outputs)
             Row i depends only on x[i].
         """
-        act = ACTIVATIONS[self.activation]
-        n_draws = parameters[0][0].shape[0]
-        h = x.expand(n_draws, *x.shape)
-        for i, (weight, bias) in enumerate(parameters):
-            if i:
-                h = act(h)
-            h = torch.baddbmm(bias, h, weight)
-        return h
+        return forward_with_parameters(x, parameters, self.activation)
 
     def member_kl(self):
         """Negative log prior of each member, tensor of shape (n_members,).

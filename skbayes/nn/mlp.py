@@ -13,7 +13,7 @@ from torch import nn
 
 from .layers import DropoutLinear, MeanFieldLinear
 
-__all__ = ["ACTIVATIONS", "BayesianMLP"]
+__all__ = ["ACTIVATIONS", "BayesianMLP", "forward_with_parameters"]
 
 ACTIVATIONS = {
     "relu": torch.relu,
@@ -21,6 +21,33 @@ ACTIVATIONS = {
     "logistic": torch.sigmoid,
     "identity": lambda x: x,
 }
+
+
+def forward_with_parameters(x, parameters, activation="relu"):
+    """Evaluate an MLP under a stack of weight draws (one batched matmul per layer).
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (n, n_features)
+    parameters : list of (W, b)
+        Per layer, W of shape (S, n_in, n_out) and b of shape (S, 1, n_out),
+        e.g. from :meth:`BayesianMLP.sample_parameters`.
+    activation : str, default="relu"
+        Key of :data:`ACTIVATIONS`, applied between layers.
+
+    Returns
+    -------
+    f : torch.Tensor of shape (S, n, n_outputs)
+        One function evaluation per draw; row i depends only on x[i].
+    """
+    act = ACTIVATIONS[activation]
+    n_draws = parameters[0][0].shape[0]
+    h = x.expand(n_draws, *x.shape)
+    for i, (weight, bias) in enumerate(parameters):
+        if i:
+            h = act(h)
+        h = torch.baddbmm(bias, h, weight)
+    return h
 
 
 class BayesianMLP(nn.Module):
@@ -128,14 +155,7 @@ class BayesianMLP(nn.Module):
         f : torch.Tensor of shape (n_samples, n, n_outputs)
             One function evaluation per weight draw; row i depends only on x[i].
         """
-        act = ACTIVATIONS[self.activation]
-        n_samples = parameters[0][0].shape[0]
-        h = x.expand(n_samples, *x.shape)
-        for i, (weight, bias) in enumerate(parameters):
-            if i:
-                h = act(h)
-            h = torch.baddbmm(bias, h, weight)
-        return h
+        return forward_with_parameters(x, parameters, self.activation)
 
     def kl(self):
         """KL(q || p) of all the weights, a scalar in nats."""

@@ -61,6 +61,8 @@ from itertools import pairwise
 import torch
 from torch import nn
 
+from .mlp import forward_with_parameters
+
 __all__ = [
     "PBPLinear",
     "PBPNetwork",
@@ -697,13 +699,7 @@ class PBPNetwork(nn.Module):
         -------
         f : torch.Tensor of shape (n_samples, n, n_outputs)
         """
-        n_samples = parameters[0][0].shape[0]
-        h = x.expand(n_samples, *x.shape)
-        for i, (weight, bias) in enumerate(parameters):
-            if i:
-                h = torch.relu(h)
-            h = torch.baddbmm(bias, h, weight)
-        return h
+        return forward_with_parameters(x, parameters, "relu")
 
     def kl(self):
         """KL(q(w) || N(0, E[1/lambda])) of all the weights, a scalar in nats (a diagnostic)."""
