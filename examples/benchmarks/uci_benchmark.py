@@ -44,6 +44,7 @@ Options: ``--datasets`` (names or aliases; default: all present),
 ``--splits N`` (first N splits; default: all), ``--methods`` (default:
 ``mfvi mc_dropout``; any of ``mfvi mc_dropout pbp vadam sghmc ensemble``),
 ``--max-iter`` (default: the estimator's default),
+``--params NAME=VALUE ...`` (other estimator parameters, e.g. ``batch_size=8``),
 ``--threads`` (``torch.set_num_threads``; default: torch's default),
 ``--tag`` (file name; default: a timestamp), ``--output-dir`` (default:
 ``examples/benchmarks/results/``).
@@ -60,6 +61,7 @@ test LL, fit time per split, epochs and the published reference LLs for comparis
 """
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -167,6 +169,9 @@ def parse_args(argv=None):
                         help="Inference methods (default: mfvi mc_dropout).")
     parser.add_argument("--max-iter", type=int, default=None,
                         help="max_iter of the estimator (default: the estimator's default).")
+    parser.add_argument("--params", nargs="+", default=[], metavar="NAME=VALUE",
+                        help="Other estimator parameters, e.g. batch_size=8 init=iblm (values parsed "
+                             "as Python literals when possible; default: none).")
     parser.add_argument("--data-home", default=None,
                         help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
     parser.add_argument("--threads", type=int, default=None,
@@ -181,6 +186,16 @@ def parse_args(argv=None):
         parser.error("--max-iter must be >= 1")
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be >= 1")
+    extra = {}
+    for item in args.params:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--params takes NAME=VALUE pairs; got {item!r}")
+        try:
+            extra[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            extra[name] = value
+    args.params = extra
     return args
 
 
@@ -197,8 +212,9 @@ def hidden_layer_sizes(name):
     return (100,) if name == "protein-tertiary-structure" else (50,)
 
 
-def run_one(X_train, X_test, y_train, y_test, method, hidden, seed, max_iter):
+def run_one(X_train, X_test, y_train, y_test, method, hidden, seed, max_iter, extra=None):
     params = {} if max_iter is None else {"max_iter": max_iter}
+    params.update(extra or {})
     pipe = Pipeline([
         ("scaler", StandardScaler()),
         ("model", BayesianMLPRegressor(inference=method, hidden_layer_sizes=hidden, random_state=seed, **params)),
@@ -273,6 +289,7 @@ def markdown_table(report):
         "",
         "BayesianMLPRegressor with default parameters except hidden_layer_sizes, random_state=split"
         + ("" if s["max_iter"] is None else f", max_iter={s['max_iter']}")
+        + "".join(f", {k}={v!r}" for k, v in s.get("params", {}).items())
         + "; mean ± standard error "
         "(np.std / sqrt(n_splits)) over the splits; RMSE and test LL (nats per point) in the original "
         "units of y; fit time per split in seconds (wall clock, one fit at a time). Reference columns: "
@@ -305,7 +322,7 @@ def main(argv=None):
     report = {
         "settings": {
             "datasets_requested": args.datasets, "splits": args.splits, "methods": args.methods,
-            "max_iter": args.max_iter, "data_home": str(data_home),
+            "max_iter": args.max_iter, "params": args.params, "data_home": str(data_home),
             "estimator_defaults": {k: (list(v) if isinstance(v, tuple) else v)
                                    for k, v in BayesianMLPRegressor().get_params().items()},
             "hidden_layer_sizes": "(100,) for protein-tertiary-structure, else (50,)",
@@ -362,7 +379,8 @@ def main(argv=None):
             for split in range(n_splits):
                 X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
                 for method in args.methods:
-                    res = run_one(X_train, X_test, y_train, y_test, method, hidden, split, args.max_iter)
+                    res = run_one(X_train, X_test, y_train, y_test, method, hidden, split, args.max_iter,
+                                  args.params)
                     rows[method].append({"split": split, **res})
                     report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
                     save()

@@ -1,0 +1,99 @@
+"""One table of every inference method from several ``uci_benchmark.py`` runs.
+
+What it does
+------------
+Reads the JSON files written by ``uci_benchmark.py`` (each run may cover
+different datasets, methods and numbers of splits), and prints one markdown
+table: per dataset and method, the number of splits, test RMSE and test
+log-likelihood (mean ± standard error over the splits, original units of y),
+the mean fit time per split, and beside them the published rows of the
+reference table (Gal's grid-searched MC dropout; PBP, Vadam and BBB from
+Cinelli 2019, Tables 3.2-3.3). For each dataset it marks the method with the
+highest mean test LL, and ends with the count of datasets on which that best
+method beats Gal's published test LL. If two runs measured the same dataset
+and method, the one with more splits is used.
+
+How to run
+----------
+::
+
+    python examples/benchmarks/uci_summary.py examples/benchmarks/results/uci_*.json \\
+        > examples/benchmarks/results/uci_all_methods.md
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def fmt(pair, digits=3):
+    if pair is None:
+        return "—"
+    mean, se = pair
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def collect(paths):
+    """{dataset: {method: (aggregate, run environment)}} keeping the run with most splits."""
+    table, reference, environments = {}, {}, []
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        reference.update(report.get("reference", {}))
+        env = report["environment"]
+        environments.append((Path(path).name, env))
+        for name, per_method in report["aggregates"].items():
+            for method, agg in per_method.items():
+                old = table.setdefault(name, {}).get(method)
+                if old is None or agg["n_splits"] > old[0]["n_splits"]:
+                    table[name][method] = (agg, Path(path).name)
+    return table, reference, environments
+
+
+def markdown(table, reference, environments):
+    lines = [
+        "| dataset | method | splits | RMSE | test LL | fit time per split (s) | "
+        "Gal MC dropout LL | PBP LL | Vadam LL | BBB LL |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    wins, compared = [], 0
+    for name in sorted(table):
+        ref = reference.get(name, {})
+        rows = table[name]
+        best = max(rows, key=lambda m: rows[m][0]["test_ll"]["mean"])
+        for method, (agg, _) in sorted(rows.items(), key=lambda kv: -kv[1][0]["test_ll"]["mean"]):
+            ll = fmt((agg["test_ll"]["mean"], agg["test_ll"]["se"]))
+            lines.append(
+                f"| {name} | {'**' + method + '**' if method == best else method} | {agg['n_splits']} "
+                f"| {fmt((agg['rmse']['mean'], agg['rmse']['se']))} | {ll} "
+                f"| {agg['fit_time_s']['mean']:.1f} "
+                f"| {fmt(ref.get('gal_ll'), 2)} | {fmt(ref.get('pbp_ll'))} "
+                f"| {fmt(ref.get('vadam_ll'))} | {fmt(ref.get('bbb_ll'))} |"
+            )
+        if "gal_ll" in ref:
+            compared += 1
+            if rows[best][0]["test_ll"]["mean"] > ref["gal_ll"][0]:
+                wins.append(f"{name} ({best})")
+    lines += [
+        "",
+        f"Best method (bold) above Gal's grid-searched MC dropout test LL on {len(wins)} of {compared} "
+        f"datasets: {', '.join(wins) or 'none'}.",
+        "",
+        "Runs: " + "; ".join(
+            f"{file}: torch threads {env['torch_num_threads']}, load average {env['loadavg_start']} at start, "
+            f"{env.get('loadavg_end')} at end" for file, env in environments
+        ) + ".",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="uci_<tag>.json files written by uci_benchmark.py")
+    args = parser.parse_args(argv)
+    sys.stdout.write(markdown(*collect(args.results)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
