@@ -386,6 +386,13 @@ def test_works_in_pipeline_and_grid_search_over_n_inducing(sine_data):
     assert clone(pipe).set_params(sparsegpregressor__n_inducing=10).fit(X, y).score(X, y) > 0.8
     search = GridSearchCV(pipe, {"sparsegpregressor__n_inducing": [2, 15]}, cv=2).fit(X, y)
     assert search.best_params_ == {"sparsegpregressor__n_inducing": 15}
+    # ... and by the held-out Gaussian NLL, over the kernel too
+    from skbayes.metrics import get_scorer
+
+    grid = {"sparsegpregressor__n_inducing": [2, 15], "sparsegpregressor__kernel": ["rbf", "matern32"]}
+    search = GridSearchCV(pipe, grid, cv=2, scoring=get_scorer("neg_gaussian_nll")).fit(X, y)
+    assert search.best_params_["sparsegpregressor__n_inducing"] == 15
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
 
 
 def test_column_vector_y_is_ravelled(sine_data):
