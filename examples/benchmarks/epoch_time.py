@@ -6,8 +6,11 @@ On the training rows of UCI ``concrete`` split 0 (927 rows, 8 features; X and
 y standardised with the training statistics) it times full training runs of
 
 * ``BayesianMLPRegressor(inference="mfvi")`` and ``(inference="mc_dropout")``
-  with default settings except ``max_iter=--epochs``, early stopping disabled
-  (``n_iter_no_change=10**9``) and ``random_state=0``;
+  (or the methods named by ``--methods``: ``pbp``, ``vadam``, ``sghmc``,
+  ``ensemble`` too, in float64) with default settings except
+  ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
+  and ``random_state=0`` (for ``sghmc``, ``burn_in=epochs-1``, ``thinning=1``,
+  ``n_kept_samples=1``, the same number of epochs);
 * a bare PyTorch deterministic MLP of the same size, Linear(d, 50) - ReLU -
   Linear(50, 1), MSE loss, Adam with the estimator's default step size
   (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
@@ -96,6 +99,10 @@ def parse_args(argv=None):
                         help="Torch device of the estimator and the bare MLP (default: cpu; the estimator's "
                         "own default 'auto' would pick CUDA when available).")
     parser.add_argument("--json", default=None, help="Also write the raw times to this JSON file.")
+    parser.add_argument("--methods", nargs="+", default=["mfvi", "mc_dropout"],
+                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble"],
+                        help="Inference methods of the estimator to time (default: mfvi mc_dropout; "
+                             "methods other than these two are timed in float64 only).")
     args = parser.parse_args(argv)
     for name in ("epochs", "repeats"):
         if getattr(args, name) < 1:
@@ -103,15 +110,21 @@ def parse_args(argv=None):
     return args
 
 
+# Settings that make each inference method run exactly ``epochs`` epochs.
+def _run_length(inference, epochs):
+    if inference == "sghmc":  # burn-in + thinning * kept samples epochs
+        return {"burn_in": epochs - 1, "thinning": 1, "n_kept_samples": 1}
+    return {"max_iter": epochs, "n_iter_no_change": 10**9}
+
+
 def time_estimator(X, y, inference, dtype, epochs, device):
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(HIDDEN,),
         inference=inference,
-        max_iter=epochs,
-        n_iter_no_change=10**9,
         random_state=0,
         dtype=dtype,
         device=device,
+        **_run_length(inference, epochs),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -242,10 +255,11 @@ def main(argv=None):
     X32, y32 = X.astype(np.float32), y.astype(np.float32)
     configs = {}
     for dtype, (Xd, yd) in (("float64", (X, y)), ("float32", (X32, y32))):
-        configs[f"BayesianMLPRegressor mfvi [{dtype}]"] = (
-            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mfvi", dt, e, args.device))
-        configs[f"BayesianMLPRegressor mc_dropout [{dtype}]"] = (
-            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_estimator(Xd, yd, "mc_dropout", dt, e, args.device))
+        for method in args.methods:
+            if dtype == "float32" and method not in ("mfvi", "mc_dropout"):
+                continue
+            configs[f"BayesianMLPRegressor {method} [{dtype}]"] = (
+                dtype, lambda e, Xd=Xd, yd=yd, dt=dtype, m=method: time_estimator(Xd, yd, m, dt, e, args.device))
         configs[f"bare PyTorch mean-field BBB [{dtype}]"] = (
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_bbb(Xd, yd, dt, e, batch_size, args.device))
         configs[f"bare PyTorch MLP [{dtype}]"] = (

@@ -10,7 +10,8 @@ the mean fit time per split, and beside them the published rows of the
 reference table (Gal's grid-searched MC dropout; PBP, Vadam and BBB from
 Cinelli 2019, Tables 3.2-3.3). For each dataset it marks the method with the
 highest mean test LL, and ends with the count of datasets on which that best
-method beats Gal's published test LL. If two runs measured the same dataset
+method beats Gal's published test LL, after a per-method summary (mean rank of
+the test LL over the datasets, median fit time relative to mfvi). If two runs measured the same dataset
 and method, the one with more splits is used.
 
 How to run
@@ -50,6 +51,30 @@ def collect(paths):
     return table, reference, environments
 
 
+def method_summary(table):
+    """Per method: mean rank of test LL over the datasets, and fit time relative to mfvi."""
+    ranks, ratios = {}, {}
+    for rows in table.values():
+        order = sorted(rows, key=lambda m: -rows[m][0]["test_ll"]["mean"])
+        for rank, method in enumerate(order, start=1):
+            ranks.setdefault(method, []).append(rank)
+            if "mfvi" in rows:
+                ratio = rows[method][0]["fit_time_s"]["mean"] / rows["mfvi"][0]["fit_time_s"]["mean"]
+                ratios.setdefault(method, []).append(ratio)
+    lines = [
+        "| method | datasets | mean rank of test LL (1 = best) | fit time per split / mfvi's (median over datasets) |",
+        "|---|---|---|---|",
+    ]
+    for method in sorted(ranks, key=lambda m: sum(ranks[m]) / len(ranks[m])):
+        values = sorted(ratios.get(method, []))
+        median = values[len(values) // 2] if len(values) % 2 else sum(values[len(values) // 2 - 1:][:2]) / 2
+        lines.append(
+            f"| {method} | {len(ranks[method])} | {sum(ranks[method]) / len(ranks[method]):.1f} "
+            f"| {median:.2f} |"
+        )
+    return lines
+
+
 def markdown(table, reference, environments):
     lines = [
         "| dataset | method | splits | RMSE | test LL | fit time per split (s) | "
@@ -74,6 +99,7 @@ def markdown(table, reference, environments):
             compared += 1
             if rows[best][0]["test_ll"]["mean"] > ref["gal_ll"][0]:
                 wins.append(f"{name} ({best})")
+    lines += ["", *method_summary(table)]
     lines += [
         "",
         f"Best method (bold) above Gal's grid-searched MC dropout test LL on {len(wins)} of {compared} "
