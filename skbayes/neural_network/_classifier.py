@@ -85,7 +85,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     batch_size : int or "auto", default="auto"
         ``"auto"`` is ``min(32, n_samples)`` up to 2,000 rows and 128 above.
     learning_rate_init : float, default=3e-3
-        Adam step size.
+        Adam step size (also Vadam's); not used by ``"sghmc"``.
     beta_1, beta_2 : float, default=0.9, 0.999
         Decay rates of the first and second moment estimates of Adam (and of
         Vadam).

@@ -52,7 +52,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         Non-linearity of the hidden layers.
     prior_scale : float, default=1.0
         Standard deviation of the N(0, prior_scale^2) prior on every weight
-        and bias (for ``"mc_dropout"``, 1 / the prior length-scale l).
+        and bias (for ``"mc_dropout"``, 1 / the prior length-scale l). ``"pbp"``
+        infers the prior scale instead (``pbp_prior_std_``).
     posterior_init_scale : float, default=1e-3
         Initial standard deviation of q for ``"mfvi"``.
     dropout_rate : float, default=0.01
@@ -102,9 +103,11 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(32, n_samples)`` up to 2,000 rows
         and 128 above, the sizes of the reference UCI experiments (Cinelli 2019,
-        section 3.7).
+        section 3.7), and one row per step for ``"pbp"`` (the paper's ADF
+        schedule; an integer there includes that many rows per step as one
+        factor, faster but approximate).
     learning_rate_init : float, default=3e-3
-        Adam step size.
+        Adam step size (also Vadam's); not used by ``"pbp"`` and ``"sghmc"``.
     beta_1, beta_2 : float, default=0.9, 0.999
         Decay rates of the first and second moment estimates of Adam (and of
         Vadam).
