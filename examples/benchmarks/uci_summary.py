@@ -12,7 +12,8 @@ Cinelli 2019, Tables 3.2-3.3). For each dataset it marks the method with the
 highest mean test LL, and ends with the count of datasets on which that best
 method beats Gal's published test LL, after a per-method summary (mean rank of
 the test LL over the datasets, median fit time relative to mfvi). If two runs measured the same dataset
-and method, the one with more splits is used.
+and method, the one with more splits is used; runs with non-default estimator
+parameters (``--params``) get their own rows, labelled with them.
 
 How to run
 ----------
@@ -43,8 +44,11 @@ def collect(paths):
         reference.update(report.get("reference", {}))
         env = report["environment"]
         environments.append((Path(path).name, env))
+        params = report["settings"].get("params") or {}
+        suffix = "".join(f", {k}={v}" for k, v in params.items())
         for name, per_method in report["aggregates"].items():
             for method, agg in per_method.items():
+                method = f"{method} ({suffix[2:]})" if suffix else method
                 old = table.setdefault(name, {}).get(method)
                 if old is None or agg["n_splits"] > old[0]["n_splits"]:
                     table[name][method] = (agg, Path(path).name)
@@ -52,9 +56,11 @@ def collect(paths):
 
 
 def method_summary(table):
-    """Per method: mean rank of test LL over the datasets, and fit time relative to mfvi."""
+    """Per method (default parameters only): mean rank of test LL over the datasets, and fit
+    time relative to mfvi."""
     ranks, ratios = {}, {}
     for rows in table.values():
+        rows = {m: r for m, r in rows.items() if " (" not in m}  # default parameters only
         order = sorted(rows, key=lambda m: -rows[m][0]["test_ll"]["mean"])
         for rank, method in enumerate(order, start=1):
             ranks.setdefault(method, []).append(rank)
@@ -85,7 +91,8 @@ def markdown(table, reference, environments):
     for name in sorted(table):
         ref = reference.get(name, {})
         rows = table[name]
-        best = max(rows, key=lambda m: rows[m][0]["test_ll"]["mean"])
+        # the best with default parameters ("--params" variants are shown, not ranked)
+        best = max((m for m in rows if " (" not in m), key=lambda m: rows[m][0]["test_ll"]["mean"])
         for method, (agg, _) in sorted(rows.items(), key=lambda kv: -kv[1][0]["test_ll"]["mean"]):
             ll = fmt((agg["test_ll"]["mean"], agg["test_ll"]["se"]))
             lines.append(
