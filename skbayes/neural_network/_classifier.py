@@ -95,7 +95,9 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     n_samples_train : int, default=1
         Monte-Carlo draws per datum and step.
     n_samples_predict : int, default=100
-        Weight draws averaged at prediction.
+        Weight draws averaged at prediction. ``"ensemble"`` and ``"sghmc"``
+        predict with all their members (kept samples) instead, the exact
+        mixture.
     early_stopping : bool, default=False
         Stop on the held-out mean log predictive probability and restore the
         best weights; otherwise stop on the training loss.

@@ -119,7 +119,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     n_samples_train : int, default=1
         Monte-Carlo draws per datum and step for the expected log-likelihood.
     n_samples_predict : int, default=100
-        Weight draws averaged at prediction.
+        Weight draws averaged at prediction. ``"ensemble"`` and ``"sghmc"``
+        predict with all their members (kept samples) instead, the exact
+        mixture.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training rows and stop when
         their log predictive density stops improving (the best weights are
