@@ -1,0 +1,108 @@
+"""Seconds per SVGP training step: skbayes vs GPyTorch, same M, batch and data.
+
+What it does
+------------
+On synthetic data (4,096 x 8 rows, y = sum_j sin(x_j) + 0.1 noise) it builds
+the whitened SVGP of ``SparseGPRegressor(n_inducing=M)`` and GPyTorch's
+``VariationalStrategy`` + ``CholeskyVariationalDistribution`` with an ARD RBF
+kernel and a constant mean, both in float64, and times one Adam step (zero
+grad, minibatch negative ELBO, backward, step) on the same batch of B rows,
+round-robin over ``--repeats`` runs of 20 steps, one torch thread. It prints
+the mean seconds per step of each run and the median ratio. GPyTorch is an
+optional benchmark dependency (``pip install gpytorch``).
+
+How to run
+----------
+::
+
+    python examples/benchmarks/sparse_gp_step_time.py --n-inducing 256 --batch-size 1024 --repeats 5
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from skbayes import SparseGPRegressor
+from skbayes.gaussian_process._sparse_gp import minibatch_loss
+
+
+def skbayes_step(X, y, n_inducing, batch):
+    model = SparseGPRegressor(n_inducing=n_inducing, max_iter=1, random_state=0).fit(X, y)
+    module = model.module_
+    x, t = torch.tensor(X[:batch]), torch.tensor((y[:batch] - y.mean()) / y.std())
+    optimizer = torch.optim.Adam(module.parameters(), lr=0.01)
+
+    def step():
+        optimizer.zero_grad()
+        minibatch_loss(module, x, t, len(X)).backward()
+        optimizer.step()
+
+    return step
+
+
+def gpytorch_step(X, y, n_inducing, batch):
+    import gpytorch
+
+    class SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing):
+            q = gpytorch.variational.CholeskyVariationalDistribution(inducing.shape[0])
+            strategy = gpytorch.variational.VariationalStrategy(self, inducing, q, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1]))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    model = SVGP(torch.tensor(X[:n_inducing]).clone()).double()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=len(X))
+    optimizer = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=0.01)
+    x, t = torch.tensor(X[:batch]), torch.tensor((y[:batch] - y.mean()) / y.std())
+
+    def step():
+        optimizer.zero_grad()
+        (-mll(model(x), t)).backward()
+        optimizer.step()
+
+    return step
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n-inducing", type=int, default=256, help="M (default: 256).")
+    parser.add_argument("--batch-size", type=int, default=1024, help="B (default: 1024).")
+    parser.add_argument("--repeats", type=int, default=5, help="Runs of 20 steps each (default: 5).")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rng = np.random.RandomState(0)
+    X = rng.randn(4096, 8)
+    y = np.sin(X).sum(1) + 0.1 * rng.randn(4096)
+    steps = {"skbayes": skbayes_step(X, y, args.n_inducing, args.batch_size),
+             "gpytorch": gpytorch_step(X, y, args.n_inducing, args.batch_size)}
+    print(f"M={args.n_inducing}, B={args.batch_size}, d=8, float64, 1 torch thread, "
+          f"load average {[round(v, 2) for v in os.getloadavg()]}")
+    times = {name: [] for name in steps}
+    for step in steps.values():  # warm-up
+        step()
+    for _ in range(args.repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(20):
+                step()
+            times[name].append((time.perf_counter() - start) / 20)
+            print(f"  {name:<9} {times[name][-1]:.4f} s/step", flush=True)
+    ratio = statistics.median(times["skbayes"]) / statistics.median(times["gpytorch"])
+    print(f"median s/step: skbayes {statistics.median(times['skbayes']):.4f}, "
+          f"gpytorch {statistics.median(times['gpytorch']):.4f}, ratio {ratio:.2f}; "
+          f"load average at end {[round(v, 2) for v in os.getloadavg()]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
