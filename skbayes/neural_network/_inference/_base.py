@@ -111,5 +111,5 @@ class InferenceMethod:
             step[0] += 1
             return self.loss(module, X[idx], Y[idx], n_data, weight, noise_generator)
 
-        min_iter = loop.pop("min_iter", self.estimator.kl_warmup_epochs)
-        return fit_loop(loss_fn, self.make_optimizer(module), min_iter=min_iter, **loop)
+        # the loss rises while the KL weight warms up: stopping waits for it
+        return fit_loop(loss_fn, self.make_optimizer(module), min_iter=self.estimator.kl_warmup_epochs, **loop)

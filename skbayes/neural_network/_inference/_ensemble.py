@@ -6,7 +6,7 @@ from ..._training import fit_loop
 from ...nn.ensemble import StackedMLP
 from ._base import InferenceMethod
 
-__all__ = ["DeepEnsemble"]
+__all__ = ["DeepEnsemble", "StackedMLPMethod"]
 
 
 def member_row_orders(n_members, n_rows, generator):
@@ -51,7 +51,52 @@ def member_losses(module, x, y, n_data):
     return -log_lik.mean(dim=-1) + network.member_kl() / n_data
 
 
-class DeepEnsemble(InferenceMethod):
+class StackedMLPMethod(InferenceMethod):
+    """Base of the methods whose network is a :class:`~skbayes.nn.ensemble.StackedMLP`.
+
+    Its members (ensemble members, sampler chains) each have their own noise
+    level and their own row order, and train on their own per-datum MAP loss
+    (or potential energy / N). Subclasses say how many members to build.
+    """
+
+    def n_members(self):
+        """Number of members to build."""
+        raise NotImplementedError
+
+    def build_network(self, n_features, hidden_sizes, n_outputs, *, generator, device, dtype):
+        est = self.estimator
+        return StackedMLP(
+            n_features,
+            hidden_sizes,
+            n_outputs,
+            n_members=self.n_members(),
+            activation=est.activation,
+            prior_scale=est.prior_scale,
+            generator=generator,
+            device=device,
+            dtype=dtype,
+        )
+
+    def n_likelihood_members(self):
+        return self.n_members()
+
+    def member_loss_fn(self, module, X, Y, generator):
+        """``loss_fn(idx)`` for the shared loop: each member on its own rows of X (n, d), Y (n, k).
+
+        The value is the members' mean per-datum loss, the gradient that of
+        their sum, so every member trains as if alone.
+        """
+        n_data = X.shape[0]
+        orders = member_row_orders(module["network"].n_members, n_data, generator)
+
+        def loss_fn(idx):
+            rows = orders[:, idx]  # (M, batch_size)
+            return sum_gradient_mean_value(member_losses(module, X[rows], Y[rows], n_data))
+
+        return loss_fn
+
+
+class DeepEnsemble(StackedMLPMethod):
     """Deep ensemble of ``n_estimators`` MAP networks (Lakshminarayanan et al. 2017).
 
     Every member is a deterministic MLP with its own random initialisation
@@ -73,32 +118,12 @@ class DeepEnsemble(InferenceMethod):
     ``n_samples_train``, ``kl_warmup_epochs`` and ``init`` do not apply.
     """
 
-    def build_network(self, n_features, hidden_sizes, n_outputs, *, generator, device, dtype):
-        est = self.estimator
-        return StackedMLP(
-            n_features,
-            hidden_sizes,
-            n_outputs,
-            n_members=est.n_estimators,
-            activation=est.activation,
-            prior_scale=est.prior_scale,
-            generator=generator,
-            device=device,
-            dtype=dtype,
-        )
-
-    def n_likelihood_members(self):
+    def n_members(self):
         return self.estimator.n_estimators
 
     def can_warm_start(self, module):
         return module["network"].n_members == self.estimator.n_estimators
 
     def fit(self, module, X, Y, *, noise_generator, loop):
-        n_data = X.shape[0]
-        orders = member_row_orders(module["network"].n_members, n_data, noise_generator)
-
-        def loss_fn(idx):
-            rows = orders[:, idx]  # (M, batch_size)
-            return sum_gradient_mean_value(member_losses(module, X[rows], Y[rows], n_data))
-
+        loss_fn = self.member_loss_fn(module, X, Y, noise_generator)
         return fit_loop(loss_fn, self.make_optimizer(module), **loop)

@@ -9,15 +9,10 @@ import torch
 from ..._training import fit_loop
 from ...nn.ensemble import StackedMLP
 from ...nn.sghmc import SGHMC, split_rhat
-from ._base import InferenceMethod
-from ._ensemble import member_losses, member_row_orders, sum_gradient_mean_value
+from ._ensemble import StackedMLPMethod
 
 __all__ = ["SGHMCSampler"]
 
-# Step size of the scale-adapted sampler (epsilon^2 in Rossi 2022, eq. 2.36) until
-# the estimators have their own parameter: 3e-4 gave the best test log-likelihood of
-# {1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 3e-3} on UCI concrete splits 0 and 1; 3e-3 heats the
-# chains (the minibatch noise exceeds the noise the sampler should inject).
 # Training rows whose log-likelihood under every kept sample feeds R-hat.
 _N_RHAT_ROWS = 8
 _N_RHAT_MEAN_ROWS = 512
@@ -37,7 +32,7 @@ def _select_likelihood_members(likelihood, index):
     return likelihood
 
 
-class SGHMCSampler(InferenceMethod):
+class SGHMCSampler(StackedMLPMethod):
     r"""Stochastic-gradient Hamiltonian Monte Carlo over the weights and the noise.
 
     ``n_chains`` chains run in parallel as the members of one
@@ -87,21 +82,7 @@ class SGHMCSampler(InferenceMethod):
     scale_adapted = True
     supports_early_stopping = False
 
-    def build_network(self, n_features, hidden_sizes, n_outputs, *, generator, device, dtype):
-        est = self.estimator
-        return StackedMLP(
-            n_features,
-            hidden_sizes,
-            n_outputs,
-            n_members=est.n_chains,
-            activation=est.activation,
-            prior_scale=est.prior_scale,
-            generator=generator,
-            device=device,
-            dtype=dtype,
-        )
-
-    def n_likelihood_members(self):
+    def n_members(self):
         return self.estimator.n_chains
 
     def step_size(self):
@@ -148,12 +129,8 @@ class SGHMCSampler(InferenceMethod):
             if end_of_epoch == 0 and epoch > burn_in and (epoch - burn_in) % thinning == 0:
                 snapshots.append(self._state(module))
 
-        orders = member_row_orders(n_chains, n_data, noise_generator)
-
-        def loss_fn(idx):
-            rows = orders[:, idx]
-            # Gradient of the sum over chains (each chain feels its own energy U_c / N).
-            return sum_gradient_mean_value(member_losses(module, X[rows], Y[rows], n_data))
+        # Gradient of the sum over chains (each chain feels its own energy U_c / N).
+        loss_fn = self.member_loss_fn(module, X, Y, noise_generator)
 
         loop = {
             **loop,

@@ -75,7 +75,6 @@ class VariationalAdam(_BayesianMLPMethod):
                 kl = network.kl() / n_data
             return nll + kl
 
-        loop.pop("min_iter", None)
         try:
             return fit_loop(loss_fn, OptimizerChain(*optimizers), **loop)
         finally:
