@@ -34,7 +34,7 @@ from torch.nn import functional as F
 
 from .divergences import kl_normal_normal
 
-__all__ = ["DropoutLinear", "MeanFieldLinear"]
+__all__ = ["DropoutLinear", "MeanFieldLinear", "gaussian_weight_draws", "local_reparameterization"]
 
 
 def _inverse_softplus(x):
@@ -45,6 +45,57 @@ def _uniform_init(shape, bound, generator, factory):
     # torch.nn.Linear's default scale, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), but
     # drawn from an explicit generator so that no global seed is involved.
     return torch.empty(shape, **factory).uniform_(-bound, bound, generator=generator)
+
+
+def local_reparameterization(x, mean, var, generator=None, sample=True):
+    r"""Pre-activations of a factorised-Gaussian linear layer, fresh noise per row.
+
+    With weights and bias stored as one (in_features + 1, out_features) tensor,
+    the bias as the last row ([Kingma2015]_, eq. 6):
+    b = x M + m_b + eps * sqrt(x^2 V + v_b), eps ~ N(0, 1).
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (..., n, in_features)
+    mean, var : torch.Tensor of shape (in_features + 1, out_features)
+        Mean and variance of each weight (last row: the biases).
+    generator : torch.Generator, optional
+        Source of the noise.
+    sample : bool, default=True
+        If False, return the mean pre-activations (no noise).
+
+    Returns
+    -------
+    out : torch.Tensor of shape (..., n, out_features)
+    """
+    in_features, out_features = mean.shape[0] - 1, mean.shape[1]
+    shape = (*x.shape[:-1], out_features)
+    x = x.reshape(-1, in_features)
+    out = torch.addmm(mean[-1], x, mean[:-1])
+    if sample:
+        pre_var = torch.addmm(var[-1], x * x, var[:-1])
+        eps = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
+        out = out + pre_var.sqrt() * eps
+    return out.view(shape)
+
+
+def gaussian_weight_draws(mean, std, n_samples, generator=None):
+    """``n_samples`` draws of factorised-Gaussian weights stored with the bias as the last row.
+
+    Parameters
+    ----------
+    mean, std : torch.Tensor of shape (in_features + 1, out_features)
+    n_samples : int
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    weight : torch.Tensor of shape (n_samples, in_features, out_features)
+    bias : torch.Tensor of shape (n_samples, 1, out_features)
+    """
+    eps = torch.randn((n_samples, *mean.shape), generator=generator, device=mean.device, dtype=mean.dtype)
+    params = mean + std * eps
+    return params[:, :-1], params[:, -1:]
 
 
 class MeanFieldLinear(nn.Module):
@@ -138,16 +189,8 @@ class MeanFieldLinear(nn.Module):
         -------
         out : torch.Tensor of shape (..., n, out_features)
         """
-        shape = (*x.shape[:-1], self.out_features)
-        x = x.reshape(-1, self.in_features)
-        mean = torch.addmm(self.mu[-1], x, self.mu[:-1])
-        if sample:
-            # [Kingma2015] eq. 6: the pre-activation variance of each row.
-            var = F.softplus(self.rho) ** 2
-            var = torch.addmm(var[-1], x * x, var[:-1])
-            eps = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-            mean = mean + var.sqrt() * eps
-        return mean.view(shape)
+        var = F.softplus(self.rho) ** 2 if sample else None
+        return local_reparameterization(x, self.mu, var, generator, sample)
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` weight draws shared by all rows.
@@ -162,11 +205,7 @@ class MeanFieldLinear(nn.Module):
         weight : torch.Tensor of shape (n_samples, in_features, out_features)
         bias : torch.Tensor of shape (n_samples, 1, out_features)
         """
-        eps = torch.randn(
-            (n_samples, *self.mu.shape), generator=generator, device=self.mu.device, dtype=self.mu.dtype
-        )
-        params = self.mu + F.softplus(self.rho) * eps
-        return params[:, :-1], params[:, -1:]
+        return gaussian_weight_draws(self.mu, F.softplus(self.rho), n_samples, generator)
 
     def kl(self):
         """Closed-form KL(q || N(0, prior_scale^2)) of weights and biases, a scalar in nats."""

@@ -13,7 +13,7 @@ from torch import nn
 
 from .layers import DropoutLinear, MeanFieldLinear
 
-__all__ = ["ACTIVATIONS", "BayesianMLP", "forward_with_parameters"]
+__all__ = ["ACTIVATIONS", "BayesianLayerStack", "BayesianMLP", "forward_with_parameters"]
 
 ACTIVATIONS = {
     "relu": torch.relu,
@@ -50,7 +50,63 @@ def forward_with_parameters(x, parameters, activation="relu"):
     return h
 
 
-class BayesianMLP(nn.Module):
+class BayesianLayerStack(nn.Module):
+    """Prediction protocol of a stack of Bayesian layers with ``activation`` between them.
+
+    Subclasses set ``self.layers`` (an :class:`~torch.nn.ModuleList` of layers
+    with ``forward(x, generator, sample)`` and ``sample_parameters(n,
+    generator)``, see :mod:`skbayes.nn.layers`) and ``self.activation`` (a key
+    of :data:`ACTIVATIONS`); the estimators predict through
+    :meth:`sample_parameters` and :meth:`forward_with`.
+    """
+
+    def forward(self, x, generator=None, sample=True):
+        """Training-time pass with per-row noise.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., n, n_features)
+        generator : torch.Generator, optional
+        sample : bool, default=True
+            If False, propagate the posterior mean weights (no noise).
+
+        Returns
+        -------
+        f : torch.Tensor of shape (..., n, n_outputs)
+        """
+        act = ACTIVATIONS[self.activation]
+        h = x
+        for i, layer in enumerate(self.layers):
+            if i:
+                h = act(h)
+            h = layer(h, generator=generator, sample=sample)
+        return h
+
+    def sample_parameters(self, n_samples, generator=None):
+        """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
+
+        W has shape (n_samples, n_in, n_out) and b (n_samples, 1, n_out).
+        """
+        return [layer.sample_parameters(n_samples, generator) for layer in self.layers]
+
+    def forward_with(self, x, parameters):
+        """Evaluate the network under given weight draws.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+        parameters : list of (W, b)
+            As returned by :meth:`sample_parameters`.
+
+        Returns
+        -------
+        f : torch.Tensor of shape (n_samples, n, n_outputs)
+            One function evaluation per weight draw; row i depends only on x[i].
+        """
+        return forward_with_parameters(x, parameters, self.activation)
+
+
+class BayesianMLP(BayesianLayerStack):
     """A stack of Bayesian linear layers with a non-linearity between them.
 
     Parameters
@@ -111,51 +167,6 @@ class BayesianMLP(nn.Module):
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation
-
-    def forward(self, x, generator=None, sample=True):
-        """Training-time pass with per-row noise.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., n, n_features)
-        generator : torch.Generator, optional
-        sample : bool, default=True
-            If False, propagate the posterior mean weights (no noise).
-
-        Returns
-        -------
-        f : torch.Tensor of shape (..., n, n_outputs)
-        """
-        act = ACTIVATIONS[self.activation]
-        h = x
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = act(h)
-            h = layer(h, generator=generator, sample=sample)
-        return h
-
-    def sample_parameters(self, n_samples, generator=None):
-        """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
-
-        W has shape (n_samples, n_in, n_out) and b (n_samples, 1, n_out).
-        """
-        return [layer.sample_parameters(n_samples, generator) for layer in self.layers]
-
-    def forward_with(self, x, parameters):
-        """Evaluate the network under given weight draws.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (n, n_features)
-        parameters : list of (W, b)
-            As returned by :meth:`sample_parameters`.
-
-        Returns
-        -------
-        f : torch.Tensor of shape (n_samples, n, n_outputs)
-            One function evaluation per weight draw; row i depends only on x[i].
-        """
-        return forward_with_parameters(x, parameters, self.activation)
 
     def kl(self):
         """KL(q || p) of all the weights, a scalar in nats."""

@@ -61,7 +61,8 @@ from itertools import pairwise
 import torch
 from torch import nn
 
-from .mlp import forward_with_parameters
+from .layers import gaussian_weight_draws, local_reparameterization
+from .mlp import BayesianLayerStack
 
 __all__ = [
     "PBPLinear",
@@ -348,16 +349,7 @@ class PBPLinear(nn.Module):
         -------
         out : torch.Tensor of shape (..., n, out_features)
         """
-        shape = (*x.shape[:-1], self.out_features)
-        x = x.reshape(-1, self.in_features)
-        out = torch.addmm(self.mean[-1], x, self.mean[:-1])
-        if sample:
-            var = torch.addmm(self.var[-1], x * x, self.var[:-1])
-            eps = torch.randn(
-                out.shape, generator=generator, device=out.device, dtype=out.dtype
-            )
-            out = out + var.sqrt() * eps
-        return out.view(shape)
+        return local_reparameterization(x, self.mean, self.var, generator, sample)
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` weight draws from q, shared by all rows.
@@ -367,14 +359,7 @@ class PBPLinear(nn.Module):
         weight : torch.Tensor of shape (n_samples, in_features, out_features)
         bias : torch.Tensor of shape (n_samples, 1, out_features)
         """
-        eps = torch.randn(
-            (n_samples, *self.mean.shape),
-            generator=generator,
-            device=self.mean.device,
-            dtype=self.mean.dtype,
-        )
-        params = self.mean + self.var.sqrt() * eps
-        return params[:, :-1], params[:, -1:]
+        return gaussian_weight_draws(self.mean, self.var.sqrt(), n_samples, generator)
 
     def kl(self, prior_var=1.0):
         """KL(q || N(0, prior_var / scale2)) of the scaled weights, a scalar in nats.
@@ -392,7 +377,7 @@ class PBPLinear(nn.Module):
         return 0.5 * (torch.log(p / v) + (v + self.mean * self.mean) / p - 1.0).sum()
 
 
-class PBPNetwork(nn.Module):
+class PBPNetwork(BayesianLayerStack):
     r"""A ReLU regression network with the approximate posterior of PBP.
 
     q(w, lambda, gamma) = prod N(w | m, v) Ga(lambda | alpha_l, beta_l)
@@ -656,50 +641,6 @@ class PBPNetwork(nn.Module):
             self.prior_alpha.copy_(alpha)
             self.prior_beta.copy_(beta)
         return n_refined
-
-    # ------------------------------------------------ the BayesianMLP protocol
-    def forward(self, x, generator=None, sample=True):
-        """Training-time pass with per-row weight noise.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., n, n_features)
-        generator : torch.Generator, optional
-        sample : bool, default=True
-            If False, propagate the posterior means.
-
-        Returns
-        -------
-        f : torch.Tensor of shape (..., n, n_outputs)
-        """
-        h = x
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = torch.relu(h)
-            h = layer(h, generator=generator, sample=sample)
-        return h
-
-    def sample_parameters(self, n_samples, generator=None):
-        """Draw ``n_samples`` weight settings from q, a list of (W, b) per layer.
-
-        W has shape (n_samples, n_in, n_out) and b (n_samples, 1, n_out).
-        """
-        return [layer.sample_parameters(n_samples, generator) for layer in self.layers]
-
-    def forward_with(self, x, parameters):
-        """Evaluate the network under given weight draws.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (n, n_features)
-        parameters : list of (W, b)
-            As returned by :meth:`sample_parameters`.
-
-        Returns
-        -------
-        f : torch.Tensor of shape (n_samples, n, n_outputs)
-        """
-        return forward_with_parameters(x, parameters, "relu")
 
     def kl(self):
         """KL(q(w) || N(0, E[1/lambda])) of all the weights, a scalar in nats (a diagnostic)."""
