@@ -61,6 +61,11 @@ class StackedLinear(nn.Module):
         and the bias alike.
     device, dtype : optional
         Where and in which precision the parameters live.
+
+    Raises
+    ------
+    ValueError
+        If ``n_members`` < 1.
     """
 
     def __init__(self, n_members, in_features, out_features, *, generator=None, device=None, dtype=None):
@@ -141,6 +146,13 @@ class StackedMLP(nn.Module):
         ``layers[0].in_features`` is d and ``layers[-1].out_features`` is k.
     n_members : int
         M.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``activation`` or a ``prior_scale`` <= 0; in
+        :meth:`from_weights`, on weight shapes that do not chain layer to
+        layer.
     """
 
     def __init__(

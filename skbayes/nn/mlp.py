@@ -134,6 +134,11 @@ class BayesianMLP(BayesianLayerStack):
         Source of the random initial weights.
     device, dtype : optional
         Where and in which precision the parameters live.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``inference``.
     """
 
     def __init__(

@@ -269,6 +269,13 @@ class SVGP(nn.Module):
         through softplus, its upper triangle is unused.
     mean_constant : torch.Tensor, scalar
         c, starts at 0.
+
+    Raises
+    ------
+    ValueError
+        If ``mean`` is not ``"constant"`` or ``"zero"``; :meth:`loss` and
+        :meth:`set_optimal_q_` raise it for an ``objective`` outside
+        ``OBJECTIVES``.
     """
 
     def __init__(
