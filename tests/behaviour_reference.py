@@ -153,7 +153,8 @@ def run(name):
     return out
 
 
-def main():
+def compute():
+    """Outputs of every configuration, a dict ``"config/output" -> ndarray``."""
     import warnings
 
     arrays = {}
@@ -162,10 +163,31 @@ def main():
         for name in CONFIGS:
             for key, value in run(name).items():
                 arrays[f"{name}/{key}"] = value
+    return arrays
+
+
+def compare(arrays, reference=REFERENCE, rtol=1e-9, atol=1e-12):
+    """Names of the outputs that differ from the reference file (missing ones included)."""
+    ref = np.load(reference)
+    return sorted(
+        key for key in ref.files if key not in arrays or not np.allclose(arrays[key], ref[key], rtol=rtol, atol=atol)
+    )
+
+
+def main(argv):
+    """``--check`` compares the current code with the reference file; otherwise (re)writes it."""
+    arrays = compute()
+    if "--check" in argv:
+        differ = compare(arrays)
+        print("identical to the reference" if not differ else f"{len(differ)} outputs differ: {differ}")
+        return 1 if differ else 0
     REFERENCE.parent.mkdir(exist_ok=True)
     np.savez_compressed(REFERENCE, **arrays)
     print(f"wrote {len(arrays)} arrays for {len(CONFIGS)} configurations to {REFERENCE}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
