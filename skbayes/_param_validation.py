@@ -1,17 +1,28 @@
 """The one place that imports scikit-learn's private validation helpers.
 
-``Interval``, ``StrOptions`` and ``_fit_context`` are private in scikit-learn;
-importing them here only keeps a future rename to a one-line fix. The
-constraints of the parameters that every estimator hands to the shared
-training loop live here too, so that they are declared once.
+``Interval``, ``StrOptions``, ``validate_params`` and ``_fit_context`` are
+private in scikit-learn; importing them here only keeps a future rename to a
+one-line fix. The constraints of the parameters that every estimator hands to
+the shared training loop live here too, so that they are declared once, and
+:func:`validate_method_params` gives every public method (``sample_y``,
+``predict_interval``, ...) the same checks and error messages as the
+constructor parameters.
 """
 
+import functools
 from numbers import Integral, Real
 
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-__all__ = ["EARLY_STOPPING_CONSTRAINTS", "Interval", "StrOptions", "TRAINING_CONSTRAINTS", "_fit_context"]
+__all__ = [
+    "EARLY_STOPPING_CONSTRAINTS",
+    "Interval",
+    "StrOptions",
+    "TRAINING_CONSTRAINTS",
+    "_fit_context",
+    "validate_method_params",
+]
 
 # Parameters of skbayes._training.fit_loop and of the torch mixin, shared by
 # every estimator.
@@ -21,6 +32,7 @@ TRAINING_CONSTRAINTS = {
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "tol": [Interval(Real, 0, None, closed="left")],
     "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    "callbacks": [list, None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
     "device": [str],
@@ -32,3 +44,32 @@ EARLY_STOPPING_CONSTRAINTS = {
     "early_stopping": ["boolean"],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
 }
+
+# Arguments of the public prediction methods, shared by every estimator.
+N_DRAWS = [Interval(Integral, 1, None, closed="left")]
+COVERAGE = [Interval(Real, 0, 1, closed="neither")]
+
+
+def validate_method_params(**constraints):
+    """Validate the named arguments of a public method against scikit-learn constraints.
+
+    Wraps :func:`sklearn.utils._param_validation.validate_params`: a bad value
+    raises ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``)
+    naming the method, the argument and the accepted values, before the
+    method runs. The constraints are kept on the method as
+    ``_parameter_constraints`` so that a test can check that every argument
+    of every public method has one.
+
+    Parameters
+    ----------
+    **constraints : list
+        Argument name -> list of constraints (as in ``_parameter_constraints``).
+    """
+
+    def decorate(method):
+        wrapped = validate_params(constraints, prefer_skip_nested_validation=True)(method)
+        wrapped = functools.wraps(method)(wrapped)
+        wrapped._parameter_constraints = constraints
+        return wrapped
+
+    return decorate

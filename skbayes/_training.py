@@ -1,8 +1,15 @@
-"""The one training loop shared by every skbayes estimator.
+"""The one training loop shared by every skbayes estimator, and its callbacks.
 
 An estimator hands :func:`fit_loop` a loss closure over minibatch indices and
-the optimiser; the loop owns shuffling, epochs, the loss curve, early stopping,
-the progress bar, divergence detection and Ctrl-C.
+the optimiser; the loop owns shuffling, epochs, the loss curve, divergence
+detection, the progress bar and Ctrl-C. Everything else that happens during
+training is a :class:`Callback` with hooks at train begin, epoch begin, batch
+end, epoch end and train end (skorch's pattern, kept small): the linear KL
+warm-up, the samples an MCMC method keeps, the prior refinement of PBP, the
+validation score and the stopping rule itself. Callbacks run in the order
+given: the inference method's own first, then the validation score and the
+stopping rule, then the user's, so that a user's callback sees the epoch's
+final state.
 """
 
 import copy
@@ -14,7 +21,18 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
-__all__ = ["OptimizerChain", "TrainingResult", "fit_loop"]
+from .nn.objectives import kl_warmup_weight
+
+__all__ = [
+    "Callback",
+    "EarlyStopping",
+    "KLWarmup",
+    "OptimizerChain",
+    "TrainingResult",
+    "TrainingState",
+    "ValidationScore",
+    "fit_loop",
+]
 
 
 @dataclass
@@ -45,18 +63,188 @@ class TrainingResult:
     stopped_early: bool = False
 
 
-def _run_epoch(loss_fn, optimizer, n_samples, batch_size, generator, device):
-    """One pass over a fresh permutation; returns the mean per-datum loss."""
-    perm = torch.randperm(n_samples, generator=generator).to(device)
-    total = 0.0
-    for start in range(0, n_samples, batch_size):
-        idx = perm[start : start + batch_size]
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(idx)
-        loss.backward()
-        optimizer.step()
-        total += loss.detach() * len(idx)
-    return float(total) / n_samples
+@dataclass
+class TrainingState:
+    """What the callbacks see (and may change) while :func:`fit_loop` runs.
+
+    Attributes
+    ----------
+    module : torch.nn.Module or None
+        The module being trained (what the stopping rule restores).
+    optimizer : torch.optim.Optimizer
+    n_batches : int
+        Optimiser steps per epoch.
+    epoch : int
+        0-based index of the current epoch (the one that just ended, in
+        ``on_epoch_end``).
+    step : int
+        Optimiser steps taken since the loop started (after the step, in
+        ``on_batch_end``).
+    batch_loss : torch.Tensor or None
+        Loss of the last minibatch (detached), in ``on_batch_end``.
+    epoch_loss : float or None
+        Mean per-datum loss of the epoch that just ended, in ``on_epoch_end``.
+    validation_score : float or None
+        Score of the epoch that just ended, set by :class:`ValidationScore`.
+    result : TrainingResult
+        The loss curve and validation scores so far.
+    stop : bool
+        Set to True in a hook to end training after this epoch.
+    """
+
+    module: object
+    optimizer: object
+    n_batches: int
+    epoch: int = 0
+    step: int = 0
+    batch_loss: object = None
+    epoch_loss: float = None
+    validation_score: float = None
+    result: TrainingResult = field(default_factory=TrainingResult)
+    stop: bool = False
+
+
+class Callback:
+    """Base class of the training-loop callbacks: override the hooks you need.
+
+    Every hook receives the :class:`TrainingState`; set ``state.stop = True``
+    to end training after the current epoch. A callback passed to an
+    estimator (``callbacks=[...]``) is deep-copied by ``clone``, like any
+    parameter, and is reused by every ``fit``: reset its state in
+    :meth:`on_train_begin`.
+    """
+
+    def on_train_begin(self, state):
+        """Before the first epoch."""
+
+    def on_epoch_begin(self, state):
+        """Before the first minibatch of epoch ``state.epoch``."""
+
+    def on_batch_end(self, state):
+        """After the optimiser step of every minibatch."""
+
+    def on_epoch_end(self, state):
+        """After the last minibatch of an epoch, with ``state.epoch_loss`` set."""
+
+    def on_train_end(self, state):
+        """After the last epoch (also after Ctrl-C)."""
+
+
+class KLWarmup(Callback):
+    """Linear warm-up of the KL weight over the first ``n_epochs`` epochs, per optimiser step.
+
+    ``weight`` rises from 0 at the first step to 1 after ``n_epochs`` epochs
+    (:func:`skbayes.nn.kl_warmup_weight`, Sønderby et al. 2016); the loss
+    reads it before each step.
+
+    Parameters
+    ----------
+    n_epochs : int
+        Length of the warm-up in epochs; 0 keeps the weight at 1.
+    """
+
+    def __init__(self, n_epochs):
+        self.n_epochs = n_epochs
+        self.weight = 1.0
+        self._steps = 0
+
+    def on_train_begin(self, state):
+        self._steps = state.n_batches * self.n_epochs
+        self.weight = kl_warmup_weight(0, self._steps)
+
+    def on_batch_end(self, state):
+        self.weight = kl_warmup_weight(state.step, self._steps)
+
+
+class ValidationScore(Callback):
+    """Score the model on held-out rows at the end of every epoch.
+
+    Parameters
+    ----------
+    score_fn : callable
+        ``score_fn() -> float``, higher is better (e.g. the mean held-out log
+        predictive density).
+    """
+
+    def __init__(self, score_fn):
+        self.score_fn = score_fn
+
+    def on_train_begin(self, state):
+        state.result.validation_scores = []
+
+    def on_epoch_end(self, state):
+        state.validation_score = float(self.score_fn())
+        state.result.validation_scores.append(state.validation_score)
+
+
+class EarlyStopping(Callback):
+    """Stop when the training loss (or the validation score) stops improving.
+
+    scikit-learn's MLP rule: training stops after ``patience`` + 1
+    consecutive epochs without an improvement of at least ``tol``. The
+    monitored quantity is the validation score when a
+    :class:`ValidationScore` callback runs before this one (higher is
+    better; the module is then restored to its best-scoring state at the
+    end), else the epoch's training loss (lower is better). The estimators
+    build this rule from their ``n_iter_no_change`` and ``tol``; pass
+    another one in ``callbacks`` for a second, e.g. stricter, rule.
+
+    Parameters
+    ----------
+    patience : int, default=10
+        Epochs without improvement tolerated.
+    tol : float, default=1e-4
+        Minimum improvement.
+    min_epochs : int, default=0
+        Epochs that run before the rule starts counting, e.g. a KL warm-up
+        during which the loss is expected to rise.
+    restore_best : bool, default=True
+        When monitoring a validation score, load the best-scoring state of
+        the module at the end.
+
+    Attributes
+    ----------
+    best : float
+        Best monitored value so far.
+    stopped_epoch : int or None
+        0-based epoch after which this rule stopped training.
+    """
+
+    def __init__(self, patience=10, tol=1e-4, *, min_epochs=0, restore_best=True):
+        self.patience = patience
+        self.tol = tol
+        self.min_epochs = min_epochs
+        self.restore_best = restore_best
+
+    def on_train_begin(self, state):
+        self._validation = state.result.validation_scores is not None
+        self.best = -math.inf if self._validation else math.inf
+        self._best_state = None
+        self._no_improvement = 0
+        self.stopped_epoch = None
+
+    def on_epoch_end(self, state):
+        epoch = state.epoch
+        if self._validation:
+            score = state.validation_score
+            improved = score > self.best + self.tol
+            if score > self.best:
+                self.best = score
+                if self.restore_best and state.module is not None:
+                    self._best_state = copy.deepcopy(state.module.state_dict())
+        else:
+            loss = state.epoch_loss
+            improved = loss < self.best - self.tol
+            # during the first min_epochs epochs the reference is the latest loss
+            self.best = loss if epoch < self.min_epochs else min(self.best, loss)
+        self._no_improvement = 0 if improved or epoch < self.min_epochs else self._no_improvement + 1
+        if self._no_improvement > self.patience:
+            state.stop = True
+            self.stopped_epoch = epoch
+
+    def on_train_end(self, state):
+        if self._best_state is not None:
+            state.module.load_state_dict(self._best_state)
 
 
 def _diverged_error(epoch, loss):
@@ -82,6 +270,7 @@ def fit_loop(
     min_iter=0,
     validation_score_fn=None,
     module=None,
+    callbacks=(),
     verbose=False,
     estimator_name="estimator",
 ):
@@ -108,9 +297,10 @@ def fit_loop(
         Minimum improvement of the loss (or validation score) per epoch.
     n_iter_no_change : int or None, default=10
         Stop after this many consecutive epochs without an improvement of at
-        least ``tol`` (scikit-learn's MLP rule). None runs exactly
-        ``max_iter`` epochs, a fixed schedule (e.g. the passes of assumed
-        density filtering or the epochs of a sampler), and then does not warn.
+        least ``tol`` (:class:`EarlyStopping`, scikit-learn's MLP rule). None
+        runs exactly ``max_iter`` epochs, a fixed schedule (e.g. the passes
+        of assumed density filtering or the epochs of a sampler), and then
+        does not warn.
     min_iter : int, default=0
         Epochs that run before the stopping rule starts counting, e.g. a KL
         warm-up during which the loss is expected to rise.
@@ -120,6 +310,14 @@ def fit_loop(
         its best-scoring state at the end.
     module : torch.nn.Module, optional
         The module whose state is restored when early stopping.
+    callbacks : sequence of Callback, default=()
+        The inference method's callbacks and the user's, in that order; the
+        validation score and the stopping rule run between the two groups
+        (callbacks before the first :class:`ValidationScore` or
+        :class:`EarlyStopping` they contain are the method's). Pass the
+        method's as ``callbacks`` and the user's after a ``None`` separator:
+        ``[*method_callbacks, None, *user_callbacks]``; without a separator
+        all are the method's.
     verbose : bool, default=False
         Show a tqdm progress bar over epochs with the current loss.
     estimator_name : str
@@ -142,36 +340,53 @@ def fit_loop(
         If training was interrupted with Ctrl-C (the model keeps its current
         parameters and stays usable).
     """
-    result = TrainingResult()
-    early = validation_score_fn is not None
-    if early:
-        result.validation_scores = []
-    best = -math.inf if early else math.inf
-    best_state = None
-    no_improvement = 0
+    callbacks = list(callbacks)
+    split = callbacks.index(None) if None in callbacks else len(callbacks)
+    method_callbacks, user_callbacks = callbacks[:split], callbacks[split + 1 :]
+    loop_callbacks = []
+    if validation_score_fn is not None:
+        loop_callbacks.append(ValidationScore(validation_score_fn))
+    if n_iter_no_change is not None:
+        loop_callbacks.append(EarlyStopping(n_iter_no_change, tol, min_epochs=min_iter))
+    callbacks = [*method_callbacks, *loop_callbacks, *user_callbacks]
+
+    n_batches = -(-n_samples // batch_size)
+    state = TrainingState(module=module, optimizer=optimizer, n_batches=n_batches)
+    result = state.result
     epochs = tqdm(range(max_iter), disable=not verbose, desc=estimator_name, unit="epoch")
     try:
+        for callback in callbacks:
+            callback.on_train_begin(state)
         for epoch in epochs:
-            loss = _run_epoch(loss_fn, optimizer, n_samples, batch_size, generator, device)
+            state.epoch = epoch
+            for callback in callbacks:
+                callback.on_epoch_begin(state)
+            perm = torch.randperm(n_samples, generator=generator).to(device)
+            total = 0.0
+            for start in range(0, n_samples, batch_size):
+                idx = perm[start : start + batch_size]
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(idx)
+                loss.backward()
+                optimizer.step()
+                state.step += 1
+                state.batch_loss = loss.detach()
+                total += state.batch_loss * len(idx)
+                for callback in callbacks:
+                    callback.on_batch_end(state)
+            loss = float(total) / n_samples
             if not math.isfinite(loss):
                 raise _diverged_error(epoch + 1, loss)
+            state.epoch_loss = loss
             result.loss_curve.append(loss)
             result.n_iter = epoch + 1
-            if early:
-                score = float(validation_score_fn())
-                result.validation_scores.append(score)
-                improved = score > best + tol
-                if score > best:
-                    best = score
-                    best_state = copy.deepcopy(module.state_dict())
-                epochs.set_postfix(loss=f"{loss:.4f}", val=f"{score:.4f}", refresh=False)
-            else:
-                improved = loss < best - tol
-                # during the first min_iter epochs the reference is the latest loss
-                best = loss if epoch < min_iter else min(best, loss)
+            for callback in callbacks:
+                callback.on_epoch_end(state)
+            if state.validation_score is None:
                 epochs.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            no_improvement = 0 if improved or epoch < min_iter else no_improvement + 1
-            if n_iter_no_change is not None and no_improvement > n_iter_no_change:
+            else:
+                epochs.set_postfix(loss=f"{loss:.4f}", val=f"{state.validation_score:.4f}", refresh=False)
+            if state.stop:
                 result.stopped_early = True
                 break
         else:
@@ -189,17 +404,13 @@ def fit_loop(
         )
     finally:
         epochs.close()
-    return _finish(result, early, best, best_state, module)
-
-
-def _finish(result, early, best, best_state, module):
-    """Record the best loss or score, and restore the best state when early stopping."""
-    if early:
-        result.best_validation_score = best if result.validation_scores else None
-        if best_state is not None:
-            module.load_state_dict(best_state)
-    else:
-        result.best_loss = best if result.loss_curve else None
+        for callback in callbacks:
+            callback.on_train_end(state)
+    if result.validation_scores is not None:
+        result.best_validation_score = max(result.validation_scores, default=None)
+    elif result.loss_curve:
+        # the best loss after the min_iter epochs in which the loss may rise
+        result.best_loss = min(result.loss_curve[max(min(min_iter, result.n_iter) - 1, 0) :])
     return result
 
 

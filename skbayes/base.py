@@ -14,9 +14,37 @@ import numpy as np
 import torch
 from scipy.stats import norm
 from sklearn.model_selection import train_test_split
+from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
-__all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin"]
+from ._param_validation import COVERAGE, validate_method_params
+from ._training import fit_loop
+
+__all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "target_scaling"]
+
+# Bytes of intermediate values one block of rows may hold when predicting.
+PREDICT_BLOCK_BYTES = 2**25
+
+
+def target_scaling(Y, normalize):
+    """Mean and scale of each column of Y, for standardising targets (or features).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n_samples, n_columns)
+    normalize : bool
+        If False, the mean is 0 and the scale 1 (no standardisation).
+
+    Returns
+    -------
+    mean, scale : ndarray of shape (n_columns,)
+        The column means and population standard deviations, a zero
+        deviation (a constant column) replaced by 1, in the dtype of Y.
+    """
+    if not normalize:
+        return np.zeros(Y.shape[1], dtype=Y.dtype), np.ones(Y.shape[1], dtype=Y.dtype)
+    scale = Y.std(axis=0)
+    return Y.mean(axis=0), np.where(scale > 0, scale, 1.0).astype(Y.dtype, copy=False)
 
 
 class DeviceWarning(UserWarning):
@@ -99,6 +127,87 @@ class TorchEstimatorMixin:
             )
         return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
 
+    def _auto_batch_size(self, n_samples):
+        """Minibatch size of ``batch_size="auto"`` for ``n_samples`` training rows."""
+        return min(128, n_samples)
+
+    def _fit_loop(self, loss_fn, optimizer, n_samples, *, shuffle_seed, callbacks=(), **settings):
+        """Run :func:`skbayes._training.fit_loop` with the estimator's loop settings.
+
+        The one place where the loop settings are read from the estimator
+        (``batch_size``, ``max_iter``, ``tol``, ``n_iter_no_change``,
+        ``verbose``, ``callbacks``) and the device, the shuffling generator
+        and the name are filled in; ``settings`` overrides any of them (e.g.
+        a fixed schedule, ``n_iter_no_change=None``). ``callbacks`` are the
+        model's own and run before the validation score, the stopping rule
+        and the user's ``callbacks``.
+        """
+        batch_size = self._auto_batch_size(n_samples) if self.batch_size == "auto" else self.batch_size
+        loop = {
+            "batch_size": batch_size,
+            "max_iter": self.max_iter,
+            "generator": self._generator(shuffle_seed),
+            "device": self.device_,
+            "tol": self.tol,
+            "n_iter_no_change": self.n_iter_no_change,
+            "verbose": self.verbose,
+            "estimator_name": type(self).__name__,
+            **settings,
+        }
+        loop["batch_size"] = min(loop["batch_size"], n_samples)
+        user_callbacks = list(getattr(self, "callbacks", None) or ())
+        return fit_loop(loss_fn, optimizer, n_samples, callbacks=[*callbacks, None, *user_callbacks], **loop)
+
+    def _validate_X_predict(self, X):
+        """Check that the estimator is fitted and validate X as in ``fit`` (no reset)."""
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+
+    def _predict_in_blocks(self, X, fn, *, row_size):
+        """Apply ``fn`` to blocks of rows of X and gather the results, with bounded memory.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_rows, n_features) or torch.Tensor
+            Validated rows (a tensor is used as it is, on the model's device).
+        fn : callable
+            ``fn(x, rows) -> tensor or tuple of tensors``, each with the rows
+            of ``x`` (a tensor on the fitted device and dtype) on its first
+            axis; ``rows`` is the slice of X that ``x`` holds.
+        row_size : int
+            Number of values that ``fn`` holds at once per row (e.g. the
+            Monte-Carlo draws times the widest layer): a block has
+            ``PREDICT_BLOCK_BYTES`` (32 MiB) of them, whatever the number of
+            rows.
+
+        Returns
+        -------
+        out : ndarray or tuple of ndarray
+            The results for all rows, written into arrays allocated once, so
+            that the memory held beyond the outputs does not grow with the
+            number of rows.
+        """
+        n_rows = X.shape[0]
+        itemsize = torch.empty((), dtype=self._dtype).element_size()
+        block = max(1, PREDICT_BLOCK_BYTES // (max(1, int(row_size)) * itemsize))
+        outputs, single = None, False
+        with torch.no_grad():
+            for start in range(0, n_rows, block):
+                rows = slice(start, min(start + block, n_rows))
+                x = X[rows] if torch.is_tensor(X) else self._to_tensor(X[rows])
+                values = fn(x, rows)
+                if outputs is None:
+                    single = torch.is_tensor(values)
+                if single:
+                    values = (values,)
+                if outputs is None:
+                    outputs = [
+                        np.empty((n_rows, *v.shape[1:]), dtype=str(v.dtype).removeprefix("torch.")) for v in values
+                    ]
+                for out, value in zip(outputs, values, strict=True):
+                    out[rows] = value.cpu().numpy()
+        return outputs[0] if single else tuple(outputs)
+
     def _store_training_result(self, result):
         """Fitted attributes from a :class:`skbayes._training.TrainingResult`."""
         self.loss_curve_ = result.loss_curve
@@ -154,6 +263,7 @@ class PredictiveRegressorMixin:
         """
         return self.predict_uncertainty(X).std
 
+    @validate_method_params(coverage=COVERAGE)
     def predict_interval(self, X, coverage=0.95):
         """Central interval of the Gaussian with the predictive mean and std.
 
@@ -174,8 +284,6 @@ class PredictiveRegressorMixin:
         ValueError
             If ``coverage`` is not in (0, 1).
         """
-        if not 0 < coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1); got {coverage!r}.")
         mean, std = self.predict(X, return_std=True)
         z = norm.ppf(0.5 + coverage / 2)
         return mean - z * std, mean + z * std

@@ -54,10 +54,8 @@ _NEW_METHODS = {
 }
 
 
-def _new_api():
-    from skbayes import BayesianMLPRegressor
-
-    return "n_mc_predict" in BayesianMLPRegressor().get_params()
+def _has_param(cls, name):
+    return name in cls().get_params()
 
 
 def data(kind):
@@ -81,12 +79,11 @@ def make_estimator(name):
     kind, method, method_params, shared = CONFIGS[name]
     shared = dict(shared)
     options = {key: shared.pop(key, False) for key in ("multioutput", "partial_fit")}
-    new = _new_api()
     common = {"random_state": 0, "dtype": "float64", "device": "cpu"}
     if kind in ("reg", "clf"):
         cls = skbayes.BayesianMLPRegressor if kind == "reg" else skbayes.BayesianMLPClassifier
         params = {"hidden_layer_sizes": (8,), "max_iter": 6, "batch_size": 16, **common, **shared}
-        if new:
+        if _has_param(cls, "n_mc_predict"):
             import skbayes.inference
 
             params["n_mc_predict"] = 7
@@ -102,11 +99,11 @@ def make_estimator(name):
         return cls(**params), options
     if kind == "sgp":
         params = {"n_inducing": 12, "max_iter": 15, "learning_rate_init": 0.05, **common, **shared}
-        if not new and "prior_mean" in params:
+        if not _has_param(skbayes.SparseGPRegressor, "prior_mean") and "prior_mean" in params:
             params["mean"] = params.pop("prior_mean")
         return skbayes.SparseGPRegressor(**params), options
     params = {"n_components": 2, "hidden_layer_sizes": (10,), "max_iter": 5, "batch_size": 16, **common, **shared}
-    if not new and "n_mc_train" in params:
+    if not _has_param(skbayes.VAE, "n_mc_train") and "n_mc_train" in params:
         params["n_samples_train"] = params.pop("n_mc_train")
     return skbayes.VAE(**params), options
 
