@@ -141,19 +141,26 @@ class KLWarmup(Callback):
     ----------
     n_epochs : int
         Length of the warm-up in epochs; 0 keeps the weight at 1.
+    start_epoch : int, default=0
+        Epochs already run (by earlier ``partial_fit`` calls): the warm-up
+        continues from there.
     """
 
-    def __init__(self, n_epochs):
+    def __init__(self, n_epochs, start_epoch=0):
         self.n_epochs = n_epochs
+        self.start_epoch = start_epoch
         self.weight = 1.0
-        self._steps = 0
+
+    def _update(self, state):
+        steps_per_epoch = state.n_batches
+        step = self.start_epoch * steps_per_epoch + state.step
+        self.weight = kl_warmup_weight(step, steps_per_epoch * self.n_epochs)
 
     def on_train_begin(self, state):
-        self._steps = state.n_batches * self.n_epochs
-        self.weight = kl_warmup_weight(0, self._steps)
+        self._update(state)
 
     def on_batch_end(self, state):
-        self.weight = kl_warmup_weight(state.step, self._steps)
+        self._update(state)
 
 
 class ValidationScore(Callback):

@@ -9,6 +9,7 @@ device is missing.
 
 import copy
 import warnings
+from numbers import Integral
 
 import numpy as np
 import torch
@@ -20,10 +21,33 @@ from torch import nn
 from ._param_validation import COVERAGE, validate_method_params
 from ._training import fit_loop
 
-__all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "target_scaling"]
+__all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "hidden_layer_sizes", "target_scaling"]
 
 # Bytes of intermediate values one block of rows may hold when predicting.
 PREDICT_BLOCK_BYTES = 2**25
+
+
+def hidden_layer_sizes(value, empty_meaning):
+    """The validated ``hidden_layer_sizes`` parameter as a list of int.
+
+    Parameters
+    ----------
+    value : int or sequence of int
+        The parameter as given.
+    empty_meaning : str
+        What an empty tuple builds, for the error message.
+
+    Raises
+    ------
+    ValueError
+        If a width is not a positive integer.
+    """
+    sizes = [value] if isinstance(value, Integral) else list(value)
+    if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
+        raise ValueError(
+            f"hidden_layer_sizes must hold positive integers (an empty tuple gives {empty_meaning}); got {value!r}."
+        )
+    return [int(s) for s in sizes]
 
 
 def target_scaling(Y, normalize):
@@ -131,6 +155,11 @@ class TorchEstimatorMixin:
         """Minibatch size of ``batch_size="auto"`` for ``n_samples`` training rows."""
         return min(128, n_samples)
 
+    def _batch_size(self, n_samples):
+        """Rows per step for ``n_samples`` training rows (``"auto"`` resolved, at most n_samples)."""
+        batch_size = self._auto_batch_size(n_samples) if self.batch_size == "auto" else self.batch_size
+        return min(batch_size, n_samples)
+
     def _fit_loop(self, loss_fn, optimizer, n_samples, *, shuffle_seed, callbacks=(), **settings):
         """Run :func:`skbayes._training.fit_loop` with the estimator's loop settings.
 
@@ -142,9 +171,8 @@ class TorchEstimatorMixin:
         model's own and run before the validation score, the stopping rule
         and the user's ``callbacks``.
         """
-        batch_size = self._auto_batch_size(n_samples) if self.batch_size == "auto" else self.batch_size
         loop = {
-            "batch_size": batch_size,
+            "batch_size": self._batch_size(n_samples),
             "max_iter": self.max_iter,
             "generator": self._generator(shuffle_seed),
             "device": self.device_,

@@ -111,7 +111,8 @@ def make_estimator(name):
 def diagnostics(model):
     """Method-specific fitted results as a dict (either API)."""
     if hasattr(model, "inference_diagnostics_"):
-        return dict(model.inference_diagnostics_)
+        names = {"prior_std": "pbp_prior_std", "n_rejected": "pbp_n_rejected"}
+        return {names.get(key, key): value for key, value in model.inference_diagnostics_.items()}
     return {name: getattr(model, f"{name}_") for name in ("rhat", "pbp_prior_std", "pbp_n_rejected") if hasattr(model, f"{name}_")}
 
 

@@ -1,4 +1,4 @@
-"""Shared glue of the Bayesian MLP estimators: parameters, fitting, MC draws."""
+"""Shared glue of the Bayesian MLP estimators: parameters, fitting, Monte-Carlo prediction."""
 
 from abc import ABCMeta, abstractmethod
 from numbers import Integral, Real
@@ -7,19 +7,120 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
-from .._training import fit_loop
-from ..base import TorchEstimatorMixin
-from ..nn.initialization import INITIALIZATIONS
+from ..base import TorchEstimatorMixin, hidden_layer_sizes
+from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
 from ..nn.mlp import ACTIVATIONS
-from ._inference import INFERENCE_METHODS, get_inference_method
 
-# Rows x Monte-Carlo draws x units held at once when predicting (~32 MB in float64).
-_PREDICT_BLOCK = 2**22
 # Weight draws used for the validation score when early stopping.
-_N_SAMPLES_VALIDATION = 20
+_N_DRAWS_VALIDATION = 20
+
+# The parameters shared by both Bayesian MLPs, documented once (numpydoc).
+SHARED_PARAMETERS_DOC = """\
+    hidden_layer_sizes : array-like of int or int, default=(50,)
+        Width of each hidden layer; ``()`` gives a Bayesian linear model.
+    inference : str or InferenceMethod, default="mfvi"
+        How the posterior over the weights is approximated: an object of
+        :mod:`skbayes.inference` holding that method's own settings, e.g.
+        ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
+        ``Vadam()``, ``SGHMC(burn_in=500)`` or ``DeepEnsemble(n_estimators=10)``
+        (%(methods)s), or the name of one at its defaults: %(aliases)s. The
+        object is cloned, never changed, and can be tuned by ``GridSearchCV``
+        (``inference__burn_in``). The user guide compares the methods.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity of the hidden layers.
+    prior_scale : float, default=1.0
+        Standard deviation of the zero-mean Gaussian prior on every weight
+        and bias (set by the data instead for ``PBP``, which infers it).
+    batch_size : int or "auto", default="auto"
+        Rows per optimiser step; ``"auto"`` is ``min(32, n_samples)`` up to
+        2,000 rows and 128 above (``PBP``: one row per step).
+    learning_rate_init : float, default=3e-3
+        Step size of Adam, the optimiser of the gradient-trained methods
+        (also Vadam's); ``SGHMC`` has its own ``step_size`` and ``PBP`` no
+        step size.
+    beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
+        Decay rates of Adam's first and second moment estimates (and of
+        Vadam's).
+    max_iter : int or "auto", default="auto"
+        Maximum number of epochs; ``"auto"`` is the method's default (500,
+        or PBP's 40 passes). ``SGHMC`` runs its own fixed schedule.
+    n_mc_predict : int, default=100
+        Monte-Carlo weight draws averaged at prediction. Methods with a
+        finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
+        predict with all members instead: the exact mixture.
+    early_stopping : bool, default=False
+        Stop on the mean log predictive density of held-out rows and restore
+        the best weights; otherwise stop on the training loss.
+    validation_fraction : float, default=0.1
+        Fraction of rows held out when ``early_stopping``.
+    n_iter_no_change : int, default=50
+        Epochs without an improvement of at least ``tol`` before stopping.
+    tol : float, default=1e-4
+        Minimum improvement of the per-datum loss (or validation score).
+    warm_start : bool, default=False
+        Continue the next ``fit`` from the fitted network when the method's
+        type and the architecture are unchanged.
+    callbacks : list of skbayes.callbacks.Callback or None, default=None
+        Extra hooks of the training loop (e.g. ``Checkpoint``), run after the
+        method's own and the stopping rule.
+    random_state : int, RandomState instance or None, default=None
+        Seeds initialisation, minibatch order, training noise and the
+        prediction draws; the global torch seed is never touched.
+    verbose : bool, default=False
+        Show a progress bar over epochs with the loss.
+    device : str, default="auto"
+        Torch device; ``"auto"`` picks CUDA when available.
+    dtype : {"float32", "float64"} or None, default=None
+        Precision; None keeps float32 input as float32 and uses float64
+        otherwise on the CPU, float32 on accelerators."""
+
+# The fitted attributes shared by both Bayesian MLPs.
+SHARED_ATTRIBUTES_DOC = """\
+    module_ : torch.nn.ModuleDict
+        The fitted ``"network"`` and ``"likelihood"``.
+    inference_ : InferenceMethod
+        The inference method used by the last fit (a clone of ``inference``).
+    inference_diagnostics_ : dict
+        What the method reports about the fit, rebuilt by every fit:
+        ``"kl"`` (KL(q || prior) in nats) for ``MeanFieldVI``, ``MCDropout``,
+        ``Vadam`` and ``PBP``; ``"prior_std"`` and ``"n_rejected"`` for
+        ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
+        members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
+        split R-hat of the chains) for ``SGHMC``.
+    loss_curve_ : list of float
+        Per-datum training loss (nats) of each epoch.
+    n_iter_ : int
+        Number of epochs run (``partial_fit`` calls count one each).
+    n_seen_ : int
+        Training rows the objective counts: ``n_samples`` after ``fit``, the
+        running total over ``partial_fit`` calls.
+    best_loss_ : float or None
+        Lowest epoch loss (None when ``early_stopping``).
+    validation_scores_ : list of float or None
+        Mean validation log predictive density per epoch (None unless
+        ``early_stopping``).
+    best_validation_score_ : float or None
+        Best of ``validation_scores_``.
+    device_ : torch.device
+        Device the model lives on.
+    dtype_ : str
+        ``"float32"`` or ``"float64"``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string column names."""
+
+
+def fill_doc(cls, **fields):
+    """Insert the shared parameter and attribute sections into a class docstring."""
+    methods = ", ".join(f"``{c.__name__}``" for c in ALIASES.values())
+    aliases = ", ".join(f'``"{name}"``' for name, c in ALIASES.items() if fields.get("classifier") is None or c.supports_classification)
+    text = SHARED_PARAMETERS_DOC % {"methods": methods, "aliases": aliases}
+    cls.__doc__ = cls.__doc__.replace("%(shared_parameters)s", text).replace("%(shared_attributes)s", SHARED_ATTRIBUTES_DOC)
+    return cls
 
 
 def _auto_batch_size(n_samples):
@@ -31,31 +132,20 @@ def _auto_batch_size(n_samples):
 class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     """Base class of the Bayesian MLPs; not for direct use.
 
-    Subclasses provide the likelihood (:meth:`_make_likelihood`) and the target
-    encoding; the network, the objective, the training loop and the Monte-Carlo
-    prediction machinery live here.
+    Subclasses provide the likelihood (:meth:`_make_likelihood`) and the
+    target encoding; the inference method (:mod:`skbayes.inference`) builds
+    and trains the network in the shared loop, and the Monte-Carlo
+    prediction machinery lives here.
     """
 
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
-        "inference": [StrOptions(set(INFERENCE_METHODS))],
-        "init": [StrOptions(set(INITIALIZATIONS))],
-        "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
-        "beta_1": [Interval(Real, 0, 1, closed="left")],
-        "beta_2": [Interval(Real, 0, 1, closed="left")],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "burn_in": [Interval(Integral, 0, None, closed="left")],
-        "thinning": [Interval(Integral, 1, None, closed="left")],
-        "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
-        "friction": [Interval(Real, 0, 1, closed="right")],
-        "step_size": [Interval(Real, 0, None, closed="neither")],
+        "inference": [StrOptions(set(ALIASES)), InferenceMethod],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
-        "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
-        "dropout_rate": [Interval(Real, 0, 1, closed="left")],
-        "n_samples_train": [Interval(Integral, 1, None, closed="left")],
-        "n_samples_predict": [Interval(Integral, 1, None, closed="left")],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
         "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
@@ -70,29 +160,18 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         inference,
         activation,
         prior_scale,
-        posterior_init_scale,
-        dropout_rate,
-        init,
-        kl_warmup_epochs,
-        n_estimators,
-        n_chains,
-        burn_in,
-        thinning,
-        n_kept_samples,
-        friction,
-        step_size,
         batch_size,
         learning_rate_init,
         beta_1,
         beta_2,
         max_iter,
-        n_samples_train,
-        n_samples_predict,
+        n_mc_predict,
         early_stopping,
         validation_fraction,
         n_iter_no_change,
         tol,
         warm_start,
+        callbacks,
         random_state,
         verbose,
         device,
@@ -102,29 +181,18 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self.inference = inference
         self.activation = activation
         self.prior_scale = prior_scale
-        self.posterior_init_scale = posterior_init_scale
-        self.dropout_rate = dropout_rate
-        self.init = init
-        self.kl_warmup_epochs = kl_warmup_epochs
-        self.n_estimators = n_estimators
-        self.n_chains = n_chains
-        self.burn_in = burn_in
-        self.thinning = thinning
-        self.n_kept_samples = n_kept_samples
-        self.friction = friction
-        self.step_size = step_size
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.max_iter = max_iter
-        self.n_samples_train = n_samples_train
-        self.n_samples_predict = n_samples_predict
+        self.n_mc_predict = n_mc_predict
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.warm_start = warm_start
+        self.callbacks = callbacks
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
@@ -139,117 +207,176 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         a finite network (see :class:`~skbayes.nn.GaussianLikelihood`).
         """
 
+    def _learn_noise(self):
+        """Whether the likelihood's noise is learned."""
+        return False
+
     # ------------------------------------------------------------------ fitting
-    def _hidden_sizes(self):
-        sizes = self.hidden_layer_sizes
-        sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)
-        if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
-            raise ValueError(
-                "hidden_layer_sizes must hold positive integers (an empty tuple gives "
-                f"a Bayesian linear model); got {self.hidden_layer_sizes!r}."
-            )
-        return [int(s) for s in sizes]
+    def _auto_batch_size(self, n_samples):
+        return _auto_batch_size(n_samples)
 
     def _inference_method(self):
-        method = get_inference_method(self.inference)
+        """The validated inference method, refused with a clear message if it cannot classify."""
+        method = resolve_inference(self.inference)
         if is_classifier(self) and not method.supports_classification:
+            usable = sorted(name for name, cls in ALIASES.items() if cls.supports_classification)
             raise ValueError(
-                f"inference={self.inference!r} supports regression only; choose one of "
-                f"{sorted(n for n in INFERENCE_METHODS if get_inference_method(n).supports_classification)} "
-                f"for {type(self).__name__}."
+                f"{type(self).__name__} cannot use inference={self.inference!r}: "
+                f"{type(method).__name__} supports regression only. Choose one of "
+                f"{', '.join(c.__name__ for c in ALIASES.values() if c.supports_classification)} "
+                f"(or the aliases {usable})."
             )
-        return method(self)
+        return method
 
-    def _build_module(self, method, n_features, n_outputs, seed, device, dtype):
-        factory = {"device": device, "dtype": dtype}
-        network = method.build_network(
-            n_features, self._hidden_sizes(), n_outputs, generator=self._generator(seed), **factory
+    def _settings(self):
+        return ModelSettings(
+            hidden_layer_sizes=tuple(hidden_layer_sizes(self.hidden_layer_sizes, "a Bayesian linear model")),
+            activation=self.activation,
+            prior_scale=float(self.prior_scale),
+            learning_rate_init=float(self.learning_rate_init),
+            betas=(self.beta_1, self.beta_2),
+            learn_noise=self._learn_noise(),
+            batch_size=self.batch_size,
+            classification=is_classifier(self),
         )
+
+    def _build_module(self, method, settings, n_features, n_outputs, seed, device, dtype):
+        factory = {"device": device, "dtype": dtype}
+        network = method.build_network(n_features, n_outputs, settings, generator=self._generator(seed), **factory)
         likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
-    def _can_warm_start(self, n_features, n_outputs, method=None):
+    def _can_warm_start(self, n_features, n_outputs, method):
         if not (self.warm_start and hasattr(self, "module_")):
             return False
-        if getattr(self, "_fitted_inference", self.inference) != self.inference:
-            return False
-        if method is not None and not method.can_warm_start(self.module_):
+        if type(getattr(self, "inference_", None)) is not type(method) or not method.can_warm_start(self.module_):
             return False
         first, last = self.module_["network"].layers[0], self.module_["network"].layers[-1]
         return first.in_features == n_features and last.out_features == n_outputs
 
-    def _fit_network(self, X, Y, n_outputs):
+    def _fit_network(self, X, Y, n_outputs, method):
         """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k).
 
         ``n_outputs`` is the network's output width (k for regression, the
-        number of classes for classification). The inference method named by
-        ``inference`` builds and trains the network in the shared loop.
+        number of classes for classification); ``method`` the resolved
+        inference method, which builds and trains the network in the shared
+        loop.
         """
-        method = self._inference_method()
         n_samples, n_features = X.shape
+        settings = self._settings()
         rng = check_random_state(self.random_state)
         init_seed, noise_seed, shuffle_seed, predict_seed, split_seed = self._seeds(rng, 5)
         device = self._resolve_device()
         dtype = self._resolve_dtype(X.dtype, device)
-        method.warm_started = self._can_warm_start(n_features, n_outputs, method)
-        if not method.warm_started:
-            self.module_ = self._build_module(method, n_features, n_outputs, init_seed, device, dtype)
+        warm_start = self._can_warm_start(n_features, n_outputs, method)
+        if not warm_start:
+            self.module_ = self._build_module(method, settings, n_features, n_outputs, init_seed, device, dtype)
         self.device_ = device
         self.dtype_ = str(dtype).removeprefix("torch.")
         self._predict_seed = predict_seed
-        self._fitted_inference = self.inference
+        self.inference_ = method
+        self._optimizer_state = None
 
+        early_stopping = self.early_stopping and method.supports_early_stopping
         train_idx, val_idx = np.arange(n_samples), None
-        if self.early_stopping and method.supports_early_stopping:
+        if early_stopping:
             train_idx, val_idx = self._validation_split(n_samples, split_seed)
         X_train, Y_train = self._to_tensor(X[train_idx]), self._to_tensor(Y[train_idx])
         n_train = len(train_idx)
 
-        validation_score_fn = None
+        loop = {"max_iter": method.default_max_iter if self.max_iter == "auto" else self.max_iter}
         if val_idx is not None:
-            X_val, Y_val = X[val_idx], self._to_tensor(Y[val_idx])
-
-            def validation_score_fn():
-                n_draws = min(self.n_samples_predict, _N_SAMPLES_VALIDATION)
-                return float(self._log_predictive(X_val, Y_val, n_draws, predict_seed).mean())
-
-        batch_size = _auto_batch_size(n_train) if self.batch_size == "auto" else self.batch_size
-        loop = {
-            "n_samples": n_train,
-            "batch_size": min(batch_size, n_train),
-            "max_iter": method.default_max_iter if self.max_iter == "auto" else self.max_iter,
-            "generator": self._generator(shuffle_seed),
-            "device": device,
-            "tol": self.tol,
-            "n_iter_no_change": self.n_iter_no_change,
-            "validation_score_fn": validation_score_fn,
-            "module": self.module_,
-            "verbose": self.verbose,
-            "estimator_name": type(self).__name__,
-        }
-        self.module_.train()
-        result = method.fit(
-            self.module_, X_train, Y_train, noise_generator=self._generator(noise_seed, device), loop=loop
+            X_val, Y_val = self._to_tensor(X[val_idx]), self._to_tensor(Y[val_idx])
+            n_draws = min(self.n_mc_predict, _N_DRAWS_VALIDATION)
+            loop["validation_score_fn"] = lambda: float(self._log_predictive(X_val, Y_val, n_draws, predict_seed).mean())
+            loop["module"] = self.module_
+        context = FitContext(
+            generator=self._generator(noise_seed, device),
+            n_data=n_train,
+            batch_size=self._batch_size(n_train),
+            warm_start=warm_start,
+            early_stopping=early_stopping,
         )
-        self.module_.eval()
+        result, _ = self._train(method, settings, X_train, Y_train, context, shuffle_seed, loop)
         self._store_training_result(result)
-        self.kl_ = float(self.module_["network"].kl().detach())
-        for name, value in method.diagnostics.items():
-            setattr(self, f"{name}_", value)
+        self.n_seen_ = n_train
         return self
 
-    # --------------------------------------------------------------- prediction
-    def _validate_X_predict(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+    def _train(self, method, settings, X, Y, context, shuffle_seed, loop):
+        """Prepare the method, run the shared loop, store the results."""
+        training = method.prepare(self.module_, X, Y, settings, context)
+        if self._optimizer_state is not None:
+            training.optimizer.load_state_dict(self._optimizer_state)
+        self.module_.train()
+        try:
+            result = self._fit_loop(
+                training.loss_fn,
+                training.optimizer,
+                X.shape[0],
+                shuffle_seed=shuffle_seed,
+                callbacks=training.callbacks,
+                **{**loop, **training.loop},
+            )
+        finally:
+            self.module_.eval()
+        self.inference_diagnostics_ = training.finish() if training.finish is not None else {}
+        return result, training
 
-    def _draw_parameters(self, n_samples, seed, all_members=True):
+    def _partial_fit_network(self, X, Y, n_outputs, method, first):
+        """One epoch of ``method`` on the rows X, Y; the first call builds the module."""
+        if not method.supports_partial_fit:
+            raise ValueError(
+                f"{type(method).__name__} does not support partial_fit; use fit (with "
+                "warm_start=True to continue from the fitted model)."
+            )
+        settings = self._settings()
+        if first:
+            seeds = self._seeds(check_random_state(self.random_state), 5)
+            device = self._resolve_device()
+            dtype = self._resolve_dtype(X.dtype, device)
+            self.module_ = self._build_module(method, settings, X.shape[1], n_outputs, seeds[0], device, dtype)
+            self.device_, self.dtype_ = device, str(dtype).removeprefix("torch.")
+            self._predict_seed, self._partial_seeds = seeds[3], (seeds[1], seeds[2])
+            self.inference_ = method
+            self._optimizer_state = None
+            self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
+            self.best_loss_ = self.validation_scores_ = self.best_validation_score_ = None
+        elif type(method) is not type(self.inference_):
+            raise ValueError(
+                f"partial_fit continues the fitted {type(self.inference_).__name__}; got "
+                f"inference={self.inference!r}. Call fit to change the method."
+            )
+        noise_seed, shuffle_seed = getattr(self, "_partial_seeds", self._seeds(check_random_state(self.random_state), 2))
+        self.n_seen_ += X.shape[0]
+        context = FitContext(
+            generator=self._generator(noise_seed + self.n_iter_, self.device_),
+            n_data=self.n_seen_,
+            batch_size=self._batch_size(X.shape[0]),
+            warm_start=not first,
+            epochs_done=self.n_iter_,
+        )
+        X_t, Y_t = self._to_tensor(X), self._to_tensor(Y)
+        loop = {"max_iter": 1, "n_iter_no_change": None}
+        result, training = self._train(method, settings, X_t, Y_t, context, shuffle_seed + self.n_iter_, loop)
+        self._optimizer_state = training.optimizer.state_dict()
+        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
+        self.n_iter_ += result.n_iter
+        self.best_loss_ = min(self.loss_curve_)
+        return self
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_optimizer_state", None)  # partial_fit restarts the optimiser's moments after unpickling
+        return state
+
+    # --------------------------------------------------------------- prediction
+    def _draw_parameters(self, n_draws, seed, all_members=True):
         """Weight draws shared by all rows, and the member index of each draw.
 
         For a network with a finite set of members (``n_members``: an
         ensemble, kept Monte-Carlo samples) and ``all_members=True`` the draws
         are all members in order (the exact mixture) and the index is None;
-        otherwise ``n_samples`` draws from a generator seeded with ``seed``
+        otherwise ``n_draws`` draws from a generator seeded with ``seed``
         (member indices drawn with replacement for a finite network, the
         index tensor returned so that per-member noise can follow).
         """
@@ -260,42 +387,41 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
                 return network.member_parameters(), None
             generator = self._generator(seed, self.device_)
             if finite:
-                index = torch.randint(network.n_members, (n_samples,), generator=generator, device=self.device_)
+                index = torch.randint(network.n_members, (n_draws,), generator=generator, device=self.device_)
                 return network.member_parameters(index), index
-            return network.sample_parameters(n_samples, generator), None
+            return network.sample_parameters(n_draws, generator), None
 
-    def _function_draws(self, X, n_samples, seed, parameters=None):
-        """Yield ``(rows, f)`` with f of shape (n_draws, len(rows), n_outputs).
+    def _over_draws(self, X, fn, n_draws=None, seed=None, parameters=None):
+        """Apply ``fn(f, rows)`` to the network's outputs under shared weight draws, row block by row block.
 
-        The weight draws (``parameters``, else :meth:`_draw_parameters` with
-        ``n_samples`` and ``seed``) are shared by all rows, so a row's values
-        do not depend on the other rows; rows are processed in blocks to
-        bound memory.
+        ``f`` has shape (n_draws, n_block_rows, n_outputs); the weight draws
+        (``parameters``, else :meth:`_draw_parameters` with ``n_draws`` and
+        ``seed``) are shared by all rows, so a row's values do not depend on
+        the other rows. Memory is bounded by a constant (see
+        :meth:`_predict_in_blocks`); the results come back as numpy arrays.
         """
         network = self.module_["network"]
         if parameters is None:
-            parameters, _ = self._draw_parameters(n_samples, seed)
-        n_draws = parameters[0][0].shape[0]
-        width = max(layer.out_features for layer in network.layers)
-        block = max(1, _PREDICT_BLOCK // (n_draws * width))
-        with torch.no_grad():
-            for start in range(0, X.shape[0], block):
-                rows = slice(start, start + block)
-                yield rows, network.forward_with(self._to_tensor(X[rows]), parameters)
+            parameters, _ = self._draw_parameters(n_draws, seed)
+        n_drawn = parameters[0][0].shape[0]
+        width = max(max(layer.in_features, layer.out_features) for layer in network.layers)
+        # the layer's input and output are held at once
+        return self._predict_in_blocks(
+            X, lambda x, rows: fn(network.forward_with(x, parameters), rows), row_size=2 * n_drawn * width
+        )
 
-    def _log_predictive(self, X, Y, n_samples, seed):
-        """log (1/T) sum_t p(y_i | f_t(x_i)) for each row, a tensor of shape (n,).
+    def _log_predictive(self, X, Y, n_draws, seed):
+        """log (1/T) sum_t p(y_i | f_t(x_i)) for each row, an array of shape (n,).
 
         The Monte-Carlo estimate of the log predictive density (Gal 2016,
-        eq. 3.18), in the model's (encoded) units.
+        eq. 3.18), in the model's (encoded) units; Y is a tensor.
         """
         likelihood = self.module_["likelihood"]
-        out = []
-        with torch.no_grad():
-            for rows, f in self._function_draws(X, n_samples, seed):
-                log_p = likelihood.log_prob(Y[rows], f)
-                out.append(torch.logsumexp(log_p, dim=0) - np.log(f.shape[0]))
-        return torch.cat(out)
+
+        def log_mean_density(f, rows):
+            return torch.logsumexp(likelihood.log_prob(Y[rows], f), dim=0) - np.log(f.shape[0])
+
+        return self._over_draws(X, log_mean_density, n_draws, seed)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

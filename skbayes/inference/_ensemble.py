@@ -1,10 +1,12 @@
 """Deep ensembles: M independently initialised networks trained jointly (Lakshminarayanan et al. 2017)."""
 
+from numbers import Integral
+
 import torch
 
-from ..._training import fit_loop
-from ...nn.ensemble import StackedMLP
-from ._base import InferenceMethod
+from .._param_validation import Interval
+from ..nn import StackedMLP
+from ._base import InferenceMethod, Training, adam
 
 __all__ = ["DeepEnsemble", "StackedMLPMethod"]
 
@@ -12,11 +14,11 @@ __all__ = ["DeepEnsemble", "StackedMLPMethod"]
 def member_row_orders(n_members, n_rows, generator):
     """One fixed random permutation of the training rows per member, shape (M, n).
 
-    ``fit_loop`` draws one minibatch of row positions ``idx`` per step; member m
-    trains on the rows ``orders[m, idx]``. Each epoch every member still sees
-    every row once, in a random partition of its own, so the members get
-    different minibatches (as if trained separately) at the cost of one
-    gather.
+    The training loop draws one minibatch of row positions ``idx`` per step;
+    member m trains on the rows ``orders[m, idx]``. Each epoch every member
+    still sees every row once, in a random partition of its own, so the
+    members get different minibatches (as if trained separately) at the cost
+    of one gather.
     """
     device = generator.device
     return torch.stack([torch.randperm(n_rows, generator=generator, device=device) for _ in range(n_members)])
@@ -52,7 +54,7 @@ def member_losses(module, x, y, n_data):
 
 
 class StackedMLPMethod(InferenceMethod):
-    """Base of the methods whose network is a :class:`~skbayes.nn.ensemble.StackedMLP`.
+    """Base of the methods whose network is a :class:`~skbayes.nn.StackedMLP`.
 
     Its members (ensemble members, sampler chains) each have their own noise
     level and their own row order, and train on their own per-datum MAP loss
@@ -63,15 +65,14 @@ class StackedMLPMethod(InferenceMethod):
         """Number of members to build."""
         raise NotImplementedError
 
-    def build_network(self, n_features, hidden_sizes, n_outputs, *, generator, device, dtype):
-        est = self.estimator
+    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         return StackedMLP(
             n_features,
-            hidden_sizes,
+            settings.hidden_layer_sizes,
             n_outputs,
             n_members=self.n_members(),
-            activation=est.activation,
-            prior_scale=est.prior_scale,
+            activation=settings.activation,
+            prior_scale=settings.prior_scale,
             generator=generator,
             device=device,
             dtype=dtype,
@@ -80,14 +81,14 @@ class StackedMLPMethod(InferenceMethod):
     def n_likelihood_members(self):
         return self.n_members()
 
-    def member_loss_fn(self, module, X, Y, generator):
+    @staticmethod
+    def member_loss_fn(module, X, Y, n_data, generator):
         """``loss_fn(idx)`` for the shared loop: each member on its own rows of X (n, d), Y (n, k).
 
         The value is the members' mean per-datum loss, the gradient that of
         their sum, so every member trains as if alone.
         """
-        n_data = X.shape[0]
-        orders = member_row_orders(module["network"].n_members, n_data, generator)
+        orders = member_row_orders(module["network"].n_members, X.shape[0], generator)
 
         def loss_fn(idx):
             rows = orders[:, idx]  # (M, batch_size)
@@ -97,33 +98,54 @@ class StackedMLPMethod(InferenceMethod):
 
 
 class DeepEnsemble(StackedMLPMethod):
-    """Deep ensemble of ``n_estimators`` MAP networks (Lakshminarayanan et al. 2017).
+    """Deep ensemble of MAP networks [Lakshminarayanan2017]_.
 
     Every member is a deterministic MLP with its own random initialisation
-    (:class:`~skbayes.nn.ensemble.StackedMLP`), its own Gaussian noise level
+    (:class:`~skbayes.nn.StackedMLP`), its own Gaussian noise level
     (regression) and its own minibatch order, trained by Adam on its own
     per-datum MAP loss: the Gaussian negative log-likelihood plus the
     N(0, ``prior_scale``^2) weight penalty divided by N. All members are
-    trained together, in one shared training loop, one batched matrix product
-    per layer; since each member's parameters enter only its own loss, this
-    is the same as training them one after the other (Adam is per
-    parameter), up to the shared stopping epoch: training stops when the
-    members' *mean* loss stops improving.
+    trained together, in one shared training loop, one batched matrix
+    product per layer; since each member's parameters enter only its own
+    loss, this is the same as training them one after the other (Adam is
+    per parameter), up to the shared stopping epoch: training stops when
+    the members' *mean* loss stops improving.
 
     The predictive distribution is the uniform mixture of the members,
     p(y | x) = (1/M) sum_m N(y | f_m(x), sigma_m^2); its variance is the
     mean noise variance (aleatoric) plus the spread of the member means
-    (epistemic). Unlike the paper, the noise is homoscedastic per member (not
-    a second network output) and there is no adversarial training.
-    ``n_samples_train``, ``kl_warmup_epochs`` and ``init`` do not apply.
+    (epistemic). Unlike the paper, the noise is homoscedastic per member
+    (not a second network output) and there is no adversarial training.
+    ``inference_diagnostics_`` holds ``neg_log_prior``, the summed
+    sum(w^2) / (2 prior_scale^2) of all members.
+
+    Parameters
+    ----------
+    n_estimators : int, default=5
+        Number M of independently initialised networks.
+
+    References
+    ----------
+    .. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
+       "Simple and scalable predictive uncertainty estimation using deep
+       ensembles", NeurIPS 2017.
     """
 
+    _parameter_constraints = {"n_estimators": [Interval(Integral, 1, None, closed="left")]}
+
+    def __init__(self, n_estimators=5):
+        self.n_estimators = n_estimators
+
     def n_members(self):
-        return self.estimator.n_estimators
+        return self.n_estimators
 
     def can_warm_start(self, module):
-        return module["network"].n_members == self.estimator.n_estimators
+        return module["network"].n_members == self.n_estimators
 
-    def fit(self, module, X, Y, *, noise_generator, loop):
-        loss_fn = self.member_loss_fn(module, X, Y, noise_generator)
-        return fit_loop(loss_fn, self.make_optimizer(module), **loop)
+    def prepare(self, module, X, Y, settings, context):
+        network = module["network"]
+        return Training(
+            self.member_loss_fn(module, X, Y, context.n_data, context.generator),
+            adam(module.parameters(), settings),
+            finish=lambda: {"neg_log_prior": float(network.kl().detach())},
+        )

@@ -1,0 +1,75 @@
+"""Inference methods of the Bayesian MLPs, as parameter objects.
+
+Pass one to ``BayesianMLPRegressor(inference=...)`` or
+``BayesianMLPClassifier(inference=...)``, the way
+``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
+``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"`` and ``"ensemble"`` are
+aliases of the default-configured objects. Each object holds the settings
+of its own method only, is cloned and grid-searched like any estimator
+(``inference__burn_in``), and never changes when the estimator is fitted.
+``doc/adding_an_inference_method.md`` shows how to write a new one.
+"""
+
+from ._base import FitContext, InferenceMethod, ModelSettings, Training
+from ._ensemble import DeepEnsemble
+from ._pbp import PBP
+from ._sghmc import SGHMC
+from ._vadam import Vadam
+from ._variational import MCDropout, MeanFieldVI
+
+__all__ = [
+    "ALIASES",
+    "DeepEnsemble",
+    "FitContext",
+    "InferenceMethod",
+    "MCDropout",
+    "MeanFieldVI",
+    "ModelSettings",
+    "PBP",
+    "SGHMC",
+    "Training",
+    "Vadam",
+    "resolve_inference",
+]
+
+#: The string aliases of ``inference=`` and the class each stands for.
+ALIASES = {
+    "mfvi": MeanFieldVI,
+    "mc_dropout": MCDropout,
+    "pbp": PBP,
+    "vadam": Vadam,
+    "sghmc": SGHMC,
+    "ensemble": DeepEnsemble,
+}
+
+
+def resolve_inference(inference):
+    """The inference method an estimator's ``inference`` parameter stands for.
+
+    Parameters
+    ----------
+    inference : str or InferenceMethod
+        A key of :data:`ALIASES` or a method object.
+
+    Returns
+    -------
+    method : InferenceMethod
+        A fresh default object for an alias, else an unfitted clone of
+        ``inference`` with its parameters validated (the estimator never
+        changes the object it was given).
+
+    Raises
+    ------
+    ValueError
+        On an unknown alias or an invalid parameter of the method.
+    """
+    from sklearn.base import clone
+
+    if isinstance(inference, str):
+        try:
+            return ALIASES[inference]()
+        except KeyError:
+            raise ValueError(f"Unknown inference {inference!r}; choose one of {sorted(ALIASES)}.") from None
+    method = clone(inference)
+    method._validate_params()
+    return method

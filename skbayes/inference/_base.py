@@ -1,0 +1,223 @@
+"""The interface of the inference methods of the Bayesian MLPs."""
+
+from dataclasses import dataclass, field
+
+import torch
+from sklearn.base import BaseEstimator
+
+from .._training import KLWarmup
+from ..nn import negative_elbo
+
+__all__ = ["FitContext", "InferenceMethod", "ModelSettings", "Training"]
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The estimator's settings that every inference method may read.
+
+    An inference method receives these and tensors, never the estimator.
+
+    Attributes
+    ----------
+    hidden_layer_sizes : tuple of int
+        Widths of the hidden layers.
+    activation : str
+        Non-linearity between layers, a key of :data:`skbayes.nn.ACTIVATIONS`.
+    prior_scale : float
+        Standard deviation of the N(0, prior_scale^2) prior on every weight.
+    learning_rate_init : float
+        Step size of the gradient-based optimiser (Adam).
+    betas : tuple of float
+        Adam's ``(beta_1, beta_2)``.
+    learn_noise : bool
+        Whether the Gaussian noise is learned (False for a fixed noise level
+        and for classification).
+    batch_size : int or "auto"
+        The estimator's ``batch_size`` as given.
+    classification : bool
+        True for a categorical likelihood (class indices in Y).
+    """
+
+    hidden_layer_sizes: tuple
+    activation: str
+    prior_scale: float
+    learning_rate_init: float
+    betas: tuple
+    learn_noise: bool
+    batch_size: object
+    classification: bool
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """What one call of :meth:`InferenceMethod.prepare` works with.
+
+    Attributes
+    ----------
+    generator : torch.Generator
+        Source of the training noise (weight draws, sampler noise), on the
+        model's device.
+    n_data : int
+        Number N of training rows the objective is scaled by (the rows of
+        this fit, or all rows seen so far by ``partial_fit``).
+    batch_size : int
+        Rows per optimiser step, after ``"auto"`` is resolved.
+    warm_start : bool
+        True when the module was fitted before and training continues from it.
+    early_stopping : bool
+        True when the loop stops on a held-out validation score.
+    epochs_done : int
+        Epochs already run on this module by earlier ``partial_fit`` calls.
+    """
+
+    generator: torch.Generator
+    n_data: int
+    batch_size: int
+    warm_start: bool = False
+    early_stopping: bool = False
+    epochs_done: int = 0
+
+
+@dataclass
+class Training:
+    """How the shared training loop runs one inference method.
+
+    Attributes
+    ----------
+    loss_fn : callable
+        ``loss_fn(idx) -> torch.Tensor``: the per-datum loss of the training
+        rows ``idx``.
+    optimizer : torch.optim.Optimizer
+        Steps after each backward pass (``state_dict``/``load_state_dict``
+        carry it over ``partial_fit`` calls).
+    callbacks : list of skbayes.callbacks.Callback
+        The method's own hooks (KL warm-up, kept samples, prior refinement),
+        run before the stopping rule and the user's callbacks.
+    loop : dict
+        Overrides of the loop settings (``max_iter``, ``n_iter_no_change``,
+        ``min_iter``, ``batch_size``, ...) for methods with a fixed schedule.
+    finish : callable
+        ``finish() -> dict``: runs after the loop (e.g. stores the kept
+        samples in the module) and returns the method's diagnostics.
+    """
+
+    loss_fn: object
+    optimizer: object
+    callbacks: list = field(default_factory=list)
+    loop: dict = field(default_factory=dict)
+    finish: object = None
+
+
+class InferenceMethod(BaseEstimator):
+    """Base class of the inference methods of the Bayesian MLPs.
+
+    An inference method is a parameter object, like a kernel of
+    :class:`~sklearn.gaussian_process.GaussianProcessRegressor`: it holds
+    the settings that belong to one way of approximating the posterior over
+    the weights, is cloned and tuned like any estimator
+    (``GridSearchCV(..., {"inference__burn_in": [...]})``), and is never
+    changed by a fit. The estimator calls, in order:
+
+    1. :meth:`build_network` (unless warm-starting) and
+       :meth:`n_likelihood_members` for the likelihood;
+    2. :meth:`prepare`, with the training tensors, the
+       :class:`ModelSettings` and a :class:`FitContext`, which returns a
+       :class:`Training`: the loss, the optimiser, callbacks and loop
+       overrides;
+    3. the shared training loop, then ``Training.finish()`` for the
+       method's diagnostics (``inference_diagnostics_``).
+
+    After fitting, the estimator predicts from ``module["network"]`` only,
+    through ``sample_parameters(n_draws, generator)`` and
+    ``forward_with(x, parameters)``; a network with a finite set of members
+    (an ensemble, kept samples) also has ``n_members`` and
+    ``member_parameters(index=None)`` and is predicted with all members.
+
+    The default :meth:`prepare` is gradient-based variational inference:
+    Adam on the per-datum negative ELBO with ``n_mc_train`` Monte-Carlo
+    draws per row and the linear KL warm-up of ``kl_warmup_epochs``
+    (subclasses that use it define both parameters). ``doc/adding_an_inference_method.md``
+    walks through writing a new method.
+    """
+
+    _parameter_constraints = {}
+
+    #: Whether :class:`~skbayes.BayesianMLPClassifier` can use the method.
+    supports_classification = True
+    #: Whether the method can stop on a validation score (``early_stopping``);
+    #: if not, the estimator holds no rows out.
+    supports_early_stopping = True
+    #: Whether ``partial_fit`` (one epoch on new rows) is meaningful.
+    supports_partial_fit = True
+    #: Epochs run when the estimator's ``max_iter`` is ``"auto"``.
+    default_max_iter = 500
+
+    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        """The untrained network, a :class:`torch.nn.Module`.
+
+        Parameters
+        ----------
+        n_features, n_outputs : int
+            Input and output widths.
+        settings : ModelSettings
+        generator : torch.Generator
+            Source of the initial weights (CPU).
+        device, dtype
+            Where and in which precision the parameters live.
+        """
+        raise NotImplementedError
+
+    def n_likelihood_members(self):
+        """None for one noise level shared by all draws, else the number of members."""
+        return None
+
+    def can_warm_start(self, module):
+        """Whether a fitted ``module`` can continue under these settings."""
+        return True
+
+    def prepare(self, module, X, Y, settings, context):
+        """The loss, optimiser and hooks that train ``module`` on X (n, d) and Y (n, k).
+
+        Parameters
+        ----------
+        module : torch.nn.ModuleDict
+            With ``"network"`` and ``"likelihood"``; a method may replace
+            either entry (e.g. with its kept samples) in ``Training.finish``.
+        X : torch.Tensor of shape (n, n_features)
+        Y : torch.Tensor of shape (n, n_outputs)
+            Standardised targets, or (n, 1) class indices.
+        settings : ModelSettings
+        context : FitContext
+
+        Returns
+        -------
+        training : Training
+        """
+        network, likelihood = module["network"], module["likelihood"]
+        warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=context.epochs_done)
+        n_mc, n_data = self.n_mc_train, context.n_data
+        generator = context.generator
+
+        def loss_fn(idx):
+            x = X[idx]
+            f = network(x.expand(n_mc, *x.shape), generator=generator)
+            return negative_elbo(likelihood.log_prob(Y[idx], f), warmup.weight * network.kl(), n_data)
+
+        return Training(
+            loss_fn,
+            adam(module.parameters(), settings),
+            callbacks=[warmup],
+            # the loss rises while the KL weight warms up: stopping waits for it
+            loop={"min_iter": self.kl_warmup_epochs},
+            finish=lambda: {"kl": float(network.kl().detach())},
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+def adam(parameters, settings):
+    """Adam with the estimator's learning rate and decay rates."""
+    return torch.optim.Adam(parameters, lr=settings.learning_rate_init, betas=tuple(settings.betas))

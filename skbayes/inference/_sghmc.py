@@ -1,0 +1,247 @@
+"""Stochastic-gradient HMC over the weights (Chen et al. 2014; Rossi 2022, section 2.4)."""
+
+import copy
+import warnings
+from numbers import Integral, Real
+
+import torch
+
+from .._param_validation import Interval
+from .._training import Callback
+from ..nn import SGHMC as SGHMCOptimizer
+from ..nn import StackedMLP, split_rhat
+from ._base import Training
+from ._ensemble import StackedMLPMethod
+
+__all__ = ["SGHMC"]
+
+# Training rows whose log-likelihood under every kept sample feeds R-hat.
+_N_RHAT_ROWS = 8
+_N_RHAT_MEAN_ROWS = 512
+
+
+def _with_raw_noise(likelihood, raw):
+    """A copy of ``likelihood`` whose per-member raw noise is ``raw``."""
+    likelihood = copy.deepcopy(likelihood)
+    if isinstance(likelihood.raw_noise, torch.nn.Parameter):
+        likelihood.raw_noise = torch.nn.Parameter(raw)
+    else:
+        likelihood.raw_noise = raw
+    return likelihood
+
+
+def _member_raw_noise(likelihood):
+    """The per-member raw noise tensor (n_members, 1, k), or None."""
+    raw = getattr(likelihood, "raw_noise", None)
+    return None if raw is None or raw.dim() != 3 else raw
+
+
+class KeepSamples(Callback):
+    """Keep a snapshot of every chain at the end of every ``thinning``-th epoch after ``burn_in``.
+
+    Parameters
+    ----------
+    module : torch.nn.ModuleDict
+        With ``"network"`` (a :class:`~skbayes.nn.StackedMLP`, one member per
+        chain) and ``"likelihood"``.
+    burn_in, thinning : int
+        Epochs discarded, then epochs between two kept samples.
+
+    Attributes
+    ----------
+    samples : list
+        Per kept sample: the chains' weights (one tensor per layer) and their
+        raw noise (or None).
+    """
+
+    def __init__(self, module, burn_in, thinning):
+        self.module = module
+        self.burn_in = burn_in
+        self.thinning = thinning
+        self.samples = []
+
+    def on_epoch_end(self, state):
+        epoch = state.epoch + 1
+        if epoch > self.burn_in and (epoch - self.burn_in) % self.thinning == 0:
+            self.samples.append(self.snapshot())
+
+    def snapshot(self):
+        """Copies of the chains' weights (per layer) and raw noise, now."""
+        weights = [layer.weight.detach().clone() for layer in self.module["network"].layers]
+        raw = _member_raw_noise(self.module["likelihood"])
+        return weights, None if raw is None else raw.detach().clone()
+
+
+class SGHMC(StackedMLPMethod):
+    r"""Stochastic-gradient Hamiltonian Monte Carlo over the weights and the noise.
+
+    ``n_chains`` chains run in parallel as the members of one
+    :class:`~skbayes.nn.StackedMLP` (one batched matrix product per layer
+    for all chains), each from its own random initialisation and with its
+    own minibatch order. The scale-adapted :class:`skbayes.nn.SGHMC`
+    sampler ([Chen2014]_, eq. 15, with the adaptive mass and gradient-noise
+    estimate of Springenberg et al. 2016, as in Rossi 2022, eqs. 2.29-2.36,
+    the sign of the gradient term of eq. 2.30 corrected) samples
+    p(w, sigma | D) with the energy
+    U = -sum_i log p(y_i | x_i, w, sigma) + sum(w^2) / (2 prior_scale^2).
+    The mass is adapted during the burn-in only, so that the kept samples
+    come from a fixed sampler.
+
+    The schedule is counted in epochs: ``burn_in`` epochs are discarded,
+    then one snapshot of every chain is kept at the end of every
+    ``thinning``-th epoch until ``n_kept_samples`` per chain are kept, so the
+    sampler runs exactly ``burn_in + thinning * n_kept_samples`` epochs
+    whatever the estimator's ``max_iter``, stopping rule or
+    ``early_stopping``, and its step is ``step_size`` (the estimator's
+    ``learning_rate_init`` is Adam's). The fitted network holds the
+    ``n_chains * n_kept_samples`` kept weight settings (chain-major: member
+    ``c * n_kept_samples + j`` is the j-th sample of chain c) and the
+    prediction averages all of them.
+
+    With a learned noise the noise level of each chain is *sampled* with the
+    weights: its unconstrained parameter r (sigma = softplus(r)) is one more
+    coordinate of the dynamics under a flat prior, i.e. the prior
+    p(sigma) ∝ 1/sigma for small sigma. With N rows the posterior of log
+    sigma has a standard deviation of about 1/sqrt(2N), so it differs little
+    from a point estimate. Each kept sample keeps its own noise level.
+
+    ``inference_diagnostics_["rhat"]`` is the largest classic split R-hat
+    (Gelman et al. 2013, section 11.4) over the kept samples of the chains,
+    of the mean log-likelihood of (up to) 512 training rows and of the
+    log-likelihood of each of the first 8 training rows; NaN when fewer
+    than 4 samples per chain are kept. Values above about 1.1 mean the
+    chains have not mixed (raise ``burn_in``/``thinning``, or the step
+    size). ``neg_log_prior`` is the summed sum(w^2) / (2 prior_scale^2) of
+    the kept samples.
+
+    ``warm_start=True`` restarts every chain from its last kept sample (with
+    zero momentum) and runs the whole schedule again. ``partial_fit`` is not
+    supported: the kept samples follow a fixed schedule over the same data.
+
+    Parameters
+    ----------
+    n_chains : int, default=2
+        Number of parallel chains.
+    burn_in : int, default=300
+        Epochs before samples are kept (the sampler also adapts its mass
+        during them).
+    thinning : int, default=10
+        Epochs between two kept samples.
+    n_kept_samples : int, default=20
+        Samples kept per chain.
+    friction : float in (0, 1], default=0.05
+        Friction: the momentum decay per step (alpha of Chen et al. 2014,
+        section 3.3).
+    step_size : float, default=3e-4
+        Step size: epsilon^2 of the scale-adapted sampler (Springenberg et
+        al. 2016; Rossi 2022, eq. 2.36).
+
+    References
+    ----------
+    .. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
+       Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
+    """
+
+    _parameter_constraints = {
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left")],
+        "thinning": [Interval(Integral, 1, None, closed="left")],
+        "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
+        "friction": [Interval(Real, 0, 1, closed="right")],
+        "step_size": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    supports_early_stopping = False
+    supports_partial_fit = False
+    #: Use the scale-adapted sampler (Springenberg et al. 2016; Rossi 2022, eqs. 2.31-2.36).
+    scale_adapted = True
+
+    def __init__(self, n_chains=2, burn_in=300, thinning=10, n_kept_samples=20, friction=0.05, step_size=3e-4):
+        self.n_chains = n_chains
+        self.burn_in = burn_in
+        self.thinning = thinning
+        self.n_kept_samples = n_kept_samples
+        self.friction = friction
+        self.step_size = step_size
+
+    def n_members(self):
+        return self.n_chains
+
+    def _restart_from_last_samples(self, module):
+        """Replace a fitted sample set by the last kept sample of each chain."""
+        network, n_chains = module["network"], self.n_chains
+        if network.n_members == n_chains and not hasattr(network, "n_chains"):
+            return
+        old_chains = getattr(network, "n_chains", network.n_members)
+        n_kept = network.n_members // old_chains
+        last = torch.arange(1, old_chains + 1, device=network.layers[0].weight.device) * n_kept - 1
+        index = last[torch.arange(n_chains, device=last.device) % old_chains]
+        module["network"] = network.select(index)
+        raw = _member_raw_noise(module["likelihood"])
+        if raw is not None:
+            module["likelihood"] = _with_raw_noise(module["likelihood"], raw.detach()[index].clone())
+
+    def prepare(self, module, X, Y, settings, context):
+        if context.warm_start:
+            self._restart_from_last_samples(module)
+        n_chains, n_data = module["network"].n_members, context.n_data
+        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
+        steps_per_epoch = -(-X.shape[0] // context.batch_size)
+        params = [p for p in module.parameters() if p.requires_grad]
+        optimizer = SGHMCOptimizer(
+            params,
+            lr=self.step_size,
+            n_data=n_data,
+            friction=self.friction,
+            scale_adapted=self.scale_adapted,
+            n_adapt_steps=self.burn_in * steps_per_epoch,
+            generator=context.generator,
+        )
+        keep = KeepSamples(module, self.burn_in, self.thinning)
+        # Gradient of the sum over chains (each chain feels its own energy U_c / N).
+        loss_fn = self.member_loss_fn(module, X, Y, n_data, context.generator)
+
+        def finish():
+            if not keep.samples:  # interrupted (Ctrl-C) before the first kept sample
+                warnings.warn(
+                    "SGHMC stopped before keeping a sample; the current state of each chain is "
+                    "used as its only sample.",
+                    UserWarning,
+                )
+                keep.samples.append(keep.snapshot())
+            self._store_samples(module, keep.samples)
+            return {
+                "rhat": self._rhat(module, X, Y, n_chains, len(keep.samples)),
+                "neg_log_prior": float(module["network"].kl().detach()),
+            }
+
+        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None, "module": None}
+        return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
+
+    @staticmethod
+    def _store_samples(module, samples):
+        """Replace the chains by the StackedMLP of all kept samples, chain-major."""
+        network = module["network"]
+
+        def chain_major(tensors):
+            stacked = torch.stack(tensors, dim=1)  # (n_chains, n_kept, ...)
+            return stacked.reshape(-1, *stacked.shape[2:])
+
+        weights = [chain_major([s[0][i] for s in samples]) for i in range(len(network.layers))]
+        kept = StackedMLP.from_weights(weights, activation=network.activation, prior_scale=network.prior_scale)
+        kept.n_chains = network.n_members
+        module["network"] = kept
+        if samples[0][1] is not None:
+            module["likelihood"] = _with_raw_noise(module["likelihood"], chain_major([s[1] for s in samples]))
+
+    @staticmethod
+    def _rhat(module, X, Y, n_chains, n_kept):
+        """Largest split R-hat of the training log-likelihoods over the kept samples."""
+        if n_kept < 4:
+            return float("nan")
+        rows = slice(0, min(_N_RHAT_MEAN_ROWS, X.shape[0]))
+        with torch.no_grad():
+            log_lik = module["likelihood"].log_prob(Y[rows], module["network"](X[rows]))
+        log_lik = log_lik.reshape(n_chains, n_kept, -1)
+        quantities = torch.cat([log_lik.mean(dim=-1, keepdim=True), log_lik[..., :_N_RHAT_ROWS]], dim=-1)
+        return float(split_rhat(quantities.double()).max())

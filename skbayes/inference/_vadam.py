@@ -1,0 +1,97 @@
+"""Variational Adam: natural-gradient mean-field VI (Khan et al. 2018)."""
+
+import torch
+
+from .._training import OptimizerChain
+from ..nn import Vadam as VadamOptimizer
+from ..nn.vadam import perturbed_nll
+from ._base import InferenceMethod, Training, adam
+from ._variational import _INIT, _N_MC_TRAIN, initialize_mean_field, mean_field_network
+
+__all__ = ["Vadam"]
+
+
+class Vadam(InferenceMethod):
+    """Variational Adam: Adam on weights perturbed by q, q's variances from Adam's s.
+
+    The network is the mean-field one of :class:`MeanFieldVI`, its means
+    initialised by ``init``; :class:`skbayes.nn.Vadam` trains the means with
+    the estimator's ``learning_rate_init``, ``beta_1`` and ``beta_2`` and
+    keeps the standard deviations equal to (N s + 1/prior_scale^2)^{-1/2}
+    [Khan2018]_ (Cinelli 2019, section 3.6, Algorithm 6).
+
+    q starts with the prior's precision (s_0 = 0, as in the code of Cinelli
+    2019's experiments) whatever the initialisation's variances say: from the
+    small variances of ``"default"`` the squared-gradient average needs about
+    ln(s_0 / s) / (1 - beta_2) steps (thousands) to forget s_0, and it gave
+    a worse fit on the concrete data (split 0: test RMSE 7.94 against 6.92,
+    log-likelihood -3.83 against -3.50).
+
+    Each step draws ``n_mc_train`` weight settings shared by the minibatch
+    and differentiates the mean negative log-likelihood only: the prior
+    enters through Vadam's lambda~, so there is no KL gradient (and no KL
+    warm-up). A learned Gaussian noise is trained by plain Adam alongside
+    (the paper fixes the noise precision and tunes it by Bayesian
+    optimisation). The reported loss adds the closed-form KL / N without
+    gradient, so ``loss_curve_`` is the per-datum negative ELBO of the
+    current q, comparable with :class:`MeanFieldVI`, and falls as q moves
+    from the prior to the Vadam posterior.
+
+    Parameters
+    ----------
+    init : {"default", "iblm", "uninformative", "heuristic", "xavier", "orthogonal", "lsuv"}, default="default"
+        Initialisation of the posterior means (see :class:`MeanFieldVI`).
+    n_mc_train : int, default=1
+        Weight draws per step, each shared by the rows of the minibatch.
+
+    References
+    ----------
+    .. [Khan2018] M. E. Khan, D. Nielsen, V. Tangkaratt, W. Lin, Y. Gal and
+       A. Srivastava, "Fast and scalable Bayesian deep learning by
+       weight-perturbation in Adam", ICML 2018.
+    """
+
+    _parameter_constraints = {"init": _INIT, "n_mc_train": _N_MC_TRAIN}
+
+    def __init__(self, init="default", n_mc_train=1):
+        self.init = init
+        self.n_mc_train = n_mc_train
+
+    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        # The mean-field network of MeanFieldVI at its default initial scale;
+        # Vadam overwrites the variances with the prior's.
+        return mean_field_network(n_features, n_outputs, settings, 1e-3, generator=generator, device=device, dtype=dtype)
+
+    def prepare(self, module, X, Y, settings, context):
+        network, likelihood = module["network"], module["likelihood"]
+        if not context.warm_start:
+            initialize_mean_field(self.init, module, X, Y, settings, context.generator)
+        n_data, n_mc, generator = context.n_data, self.n_mc_train, context.generator
+        # q starts at the prior's precision, the means from ``init``; a warm
+        # start continues from the fitted sigma.
+        initial_precision = None if context.warm_start else 1.0 / settings.prior_scale**2
+        optimizers = [
+            VadamOptimizer(
+                network,
+                n_data,
+                lr=settings.learning_rate_init,
+                betas=tuple(settings.betas),
+                initial_precision=initial_precision,
+            )
+        ]
+        noise_params = [p for p in likelihood.parameters() if p.requires_grad]
+        if noise_params:
+            optimizers.append(adam(noise_params, settings))
+
+        def loss_fn(idx):
+            nll = perturbed_nll(network, likelihood, X[idx], Y[idx], n_mc, generator)
+            with torch.no_grad():
+                kl = network.kl() / n_data
+            return nll + kl
+
+        def finish():
+            for layer in network.layers:
+                layer.rho.requires_grad_(True)
+            return {"kl": float(network.kl().detach())}
+
+        return Training(loss_fn, OptimizerChain(*optimizers), finish=finish)
