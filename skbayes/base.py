@@ -180,6 +180,7 @@ class TorchEstimatorMixin:
             "n_iter_no_change": self.n_iter_no_change,
             "verbose": self.verbose,
             "estimator_name": type(self).__name__,
+            "module": getattr(self, "module_", None),
             **settings,
         }
         loop["batch_size"] = min(loop["batch_size"], n_samples)

@@ -215,7 +215,7 @@ class SGHMC(StackedMLPMethod):
                 "neg_log_prior": float(module["network"].kl().detach()),
             }
 
-        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None, "module": None}
+        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
         return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
 
     @staticmethod
