@@ -366,7 +366,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         f = self._over_draws(X, lambda f, rows: f.transpose(0, 1), parameters=parameters)
         f = np.moveaxis(f, 1, 0)  # (S, n, k)
         sigma = self.module_["likelihood"].noise_std.detach()
-        if index is not None:  # one noise level per member: follow the drawn members
+        if index is not None and sigma.dim() == 3:  # one noise level per member: follow the drawn members
             sigma = sigma[index]
         noise = np.random.RandomState(noise_seed).standard_normal(f.shape)
         y = (f + noise * sigma.cpu().numpy()) * self._y_scale + self._y_mean
