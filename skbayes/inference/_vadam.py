@@ -6,7 +6,7 @@ from .._training import OptimizerChain
 from ..nn import Vadam as VadamOptimizer
 from ..nn.vadam import perturbed_nll
 from ._base import InferenceMethod, Training, adam
-from ._variational import _INIT, _N_MC_TRAIN, initialize_mean_field, mean_field_network
+from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]
 
@@ -57,10 +57,10 @@ class Vadam(InferenceMethod):
         self.init = init
         self.n_mc_train = n_mc_train
 
-    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+    def build_network(self, n_features, n_outputs, settings, **factory):
         # The mean-field network of MeanFieldVI at its default initial scale;
         # Vadam overwrites the variances with the prior's.
-        return mean_field_network(n_features, n_outputs, settings, 1e-3, generator=generator, device=device, dtype=dtype)
+        return bayesian_mlp("mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=1e-3)
 
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]

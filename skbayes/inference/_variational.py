@@ -14,20 +14,17 @@ _KL_WARMUP = [Interval(Integral, 0, None, closed="left")]
 _INIT = [StrOptions(set(INITIALIZATIONS))]
 
 
-def mean_field_network(n_features, n_outputs, settings, posterior_init_scale, *, generator, device, dtype):
-    """The mean-field :class:`~skbayes.nn.BayesianMLP` of the estimator's architecture and prior."""
-    return BayesianMLP(
-        n_features,
-        settings.hidden_layer_sizes,
-        n_outputs,
-        inference="mfvi",
-        activation=settings.activation,
-        prior_scale=settings.prior_scale,
-        posterior_init_scale=posterior_init_scale,
-        generator=generator,
-        device=device,
-        dtype=dtype,
-    ).to(device)
+def bayesian_mlp(kind, n_features, n_outputs, settings, factory, **layer_options):
+    """The :class:`~skbayes.nn.BayesianMLP` of the estimator's architecture and prior.
+
+    ``kind`` is ``"mfvi"`` (mean-field layers) or ``"mc_dropout"`` (dropout
+    layers); ``factory`` holds ``generator``, ``device`` and ``dtype``;
+    ``layer_options`` the layers' own settings (``posterior_init_scale`` or
+    ``dropout_rate``).
+    """
+    layers = {"activation": settings.activation, "prior_scale": settings.prior_scale, **layer_options}
+    network = BayesianMLP(n_features, settings.hidden_layer_sizes, n_outputs, inference=kind, **layers, **factory)
+    return network.to(factory["device"])
 
 
 def initialize_mean_field(init, module, X, Y, settings, generator):
@@ -93,15 +90,9 @@ class MeanFieldVI(InferenceMethod):
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
 
-    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
-        return mean_field_network(
-            n_features,
-            n_outputs,
-            settings,
-            self.posterior_init_scale,
-            generator=generator,
-            device=device,
-            dtype=dtype,
+    def build_network(self, n_features, n_outputs, settings, **factory):
+        return bayesian_mlp(
+            "mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=self.posterior_init_scale
         )
 
     def prepare(self, module, X, Y, settings, context):
@@ -146,16 +137,5 @@ class MCDropout(InferenceMethod):
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
 
-    def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
-        return BayesianMLP(
-            n_features,
-            settings.hidden_layer_sizes,
-            n_outputs,
-            inference="mc_dropout",
-            activation=settings.activation,
-            prior_scale=settings.prior_scale,
-            dropout_rate=self.dropout_rate,
-            generator=generator,
-            device=device,
-            dtype=dtype,
-        ).to(device)
+    def build_network(self, n_features, n_outputs, settings, **factory):
+        return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=self.dropout_rate)
