@@ -6,8 +6,7 @@ import torch
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.neural_network._inference._ensemble import member_losses, sum_gradient_mean_value
-from skbayes.nn import GaussianLikelihood
-from skbayes.nn.ensemble import StackedMLP
+from skbayes.nn import GaussianLikelihood, StackedMLP
 
 from _exact_blr import exact_blr_predictive, make_blr_data
 

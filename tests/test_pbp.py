@@ -1,4 +1,4 @@
-"""Probabilistic backpropagation: the skbayes.nn.pbp engine and inference="pbp"."""
+"""Probabilistic backpropagation: the skbayes.nn engine (PBPNetwork, PBPOptimizer) and inference="pbp"."""
 
 import copy
 import math
@@ -11,7 +11,7 @@ from scipy.special import gammaln
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes._training import fit_loop
-from skbayes.nn.pbp import (
+from skbayes.nn import (
     PBPNetwork,
     PBPOptimizer,
     adf_gaussian_update,

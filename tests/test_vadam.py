@@ -7,8 +7,7 @@ from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from sklearn.datasets import make_blobs
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear
-from skbayes.nn.vadam import Vadam
+from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear, Vadam
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

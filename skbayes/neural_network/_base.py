@@ -12,8 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
-from ..nn.initialization import INITIALIZATIONS
-from ..nn.mlp import ACTIVATIONS
+from ..nn import ACTIVATIONS, INITIALIZATIONS
 from ._inference import INFERENCE_METHODS, get_inference_method
 
 # Rows x Monte-Carlo draws x units held at once when predicting (~32 MB in float64).

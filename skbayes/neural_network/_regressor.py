@@ -9,7 +9,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import Interval, StrOptions, _fit_context
-from ..nn import GaussianLikelihood
+from ..nn import GaussianLikelihood, inverse_softplus
 from ..base import PredictiveRegressorMixin
 from ._base import BaseBayesianMLP
 
@@ -335,7 +335,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         # A fixed noise is given in y units; the model works in standardised units.
         likelihood = GaussianLikelihood(n_outputs, 1.0, learn_noise=False, **factory)
         scale = torch.as_tensor(self.noise / self._y_scale, device=device, dtype=dtype)
-        likelihood.raw_noise.copy_(torch.log(torch.expm1(scale - likelihood._floor)))
+        likelihood.raw_noise.copy_(inverse_softplus(scale - likelihood._floor))
         return likelihood
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -3,7 +3,7 @@
 import torch
 
 from ..._training import fit_loop
-from ...nn.ensemble import StackedMLP
+from ...nn import StackedMLP
 from ._base import InferenceMethod
 
 __all__ = ["DeepEnsemble", "StackedMLPMethod"]

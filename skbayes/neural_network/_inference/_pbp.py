@@ -10,7 +10,7 @@ import math
 import torch
 
 from ..._training import fit_loop
-from ...nn.pbp import PBPNetwork, PBPOptimizer
+from ...nn import PBPNetwork, PBPOptimizer
 from ._base import InferenceMethod
 
 __all__ = ["ProbabilisticBackpropagation"]

@@ -7,8 +7,7 @@ import warnings
 import torch
 
 from ..._training import fit_loop
-from ...nn.ensemble import StackedMLP
-from ...nn.sghmc import SGHMC, split_rhat
+from ...nn import SGHMC, StackedMLP, split_rhat
 from ._ensemble import StackedMLPMethod
 
 __all__ = ["SGHMCSampler"]

@@ -3,7 +3,7 @@
 import torch
 
 from ..._training import OptimizerChain, fit_loop
-from ...nn.vadam import Vadam, perturbed_nll
+from ...nn import Vadam, perturbed_nll
 from ._variational import _BayesianMLPMethod, initialize_mean_field
 
 __all__ = ["VariationalAdam"]

@@ -1,7 +1,6 @@
 """Gradient-based variational inference: Bayes by Backprop and MC dropout."""
 
-from ...nn import BayesianMLP
-from ...nn.initialization import INITIALIZATIONS
+from ...nn import INITIALIZATIONS, BayesianMLP
 from ._base import InferenceMethod
 
 __all__ = ["MCDropout", "MeanFieldVI"]

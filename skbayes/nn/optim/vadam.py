@@ -45,14 +45,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import MeanFieldLinear
+from ..functional import inverse_softplus
+from ..layers import MeanFieldLinear
 
 __all__ = ["Vadam", "perturbed_nll"]
-
-
-def _inverse_softplus(x):
-    # log(exp(x) - 1), stable for small and large x.
-    return x + torch.log(-torch.expm1(-x))
 
 
 class Vadam(torch.optim.Optimizer):
@@ -182,7 +178,7 @@ class Vadam(torch.optim.Optimizer):
     def sync_posterior(self):
         """Write sigma = (N s + lambda)^{-1/2} into every layer's ``rho``."""
         for group, layer in zip(self.param_groups, self._layers):
-            layer.rho.copy_(_inverse_softplus(self._precision(group, layer).rsqrt()))
+            layer.rho.copy_(inverse_softplus(self._precision(group, layer).rsqrt()))
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -15,7 +15,7 @@ It implements the finite-member protocol of the Bayesian MLP estimators:
     The weights of the given members (all of them, in order, by default), a
     list of ``(W, b)`` per layer with W of shape (S, n_in, n_out) and b of
     shape (S, 1, n_out): the structure of
-    :meth:`skbayes.nn.BayesianMLP.sample_parameters`.
+    :meth:`skbayes.nn.networks.BayesianMLP.sample_parameters`.
 ``sample_parameters(n_samples, generator)``
     Members drawn uniformly with replacement, in the same structure.
 ``forward_with(x, parameters)``
@@ -30,81 +30,14 @@ References
    Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
 """
 
-import math
-
 import torch
 from torch import nn
 
-from .mlp import ACTIVATIONS, forward_with_parameters
+from ..functional import ACTIVATIONS, feed_forward
+from ..layers import StackedLinear
+from .mlp import forward_with_parameters
 
-__all__ = ["StackedLinear", "StackedMLP"]
-
-
-class StackedLinear(nn.Module):
-    """M independent affine maps held in one tensor.
-
-    The weights of member m are ``weight[m, :-1]`` (in_features, out_features)
-    and its bias is the last row ``weight[m, -1:]`` (1, out_features), the
-    layout of :class:`~skbayes.nn.MeanFieldLinear`: one tensor per layer means
-    one optimiser slot and one kernel per step for all members.
-
-    Parameters
-    ----------
-    n_members : int
-        Number M of independent maps (>= 1).
-    in_features, out_features : int
-        Input and output widths.
-    generator : torch.Generator, optional
-        Source of the initial weights. Every member is drawn independently
-        from U(-1/sqrt(in_features), 1/sqrt(in_features)), the scale of
-        :class:`torch.nn.Linear`'s default initialisation, for the weights
-        and the bias alike.
-    device, dtype : optional
-        Where and in which precision the parameters live.
-
-    Raises
-    ------
-    ValueError
-        If ``n_members`` < 1.
-    """
-
-    def __init__(self, n_members, in_features, out_features, *, generator=None, device=None, dtype=None):
-        super().__init__()
-        if n_members < 1:
-            raise ValueError(f"n_members must be >= 1; got {n_members}.")
-        self.n_members = int(n_members)
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        weight = torch.empty((n_members, in_features + 1, out_features), device=device, dtype=dtype)
-        self.weight = nn.Parameter(weight.uniform_(-bound, bound, generator=generator))
-
-    def parameters_of(self, index=None):
-        """Weights and biases of the members ``index`` (all members if None).
-
-        Returns
-        -------
-        weight : torch.Tensor of shape (S, in_features, out_features)
-        bias : torch.Tensor of shape (S, 1, out_features)
-        """
-        w = self.weight if index is None else self.weight[index]
-        return w[:, :-1], w[:, -1:]
-
-    def forward(self, h):
-        """Apply member m's map to ``h[m]``.
-
-        Parameters
-        ----------
-        h : torch.Tensor of shape (n_members, n, in_features)
-
-        Returns
-        -------
-        out : torch.Tensor of shape (n_members, n, out_features)
-        """
-        return torch.baddbmm(self.weight[:, -1:], h, self.weight[:, :-1])
-
-    def extra_repr(self):
-        return f"n_members={self.n_members}, in_features={self.in_features}, out_features={self.out_features}"
+__all__ = ["StackedMLP"]
 
 
 class StackedMLP(nn.Module):
@@ -248,13 +181,7 @@ class StackedMLP(nn.Module):
                 f"x must have shape (n, {self.layers[0].in_features}) or "
                 f"({self.n_members}, n, {self.layers[0].in_features}); got {tuple(x.shape)}."
             )
-        act = ACTIVATIONS[self.activation]
-        h = x
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = act(h)
-            h = layer(h)
-        return h
+        return feed_forward(x, self.layers, self.activation)
 
     def member_parameters(self, index=None):
         """Weights of the members ``index``, all of them in order if None.
