@@ -37,7 +37,16 @@ from .layers import (
 )
 from .likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from .linalg import cholesky
-from .networks import MLP, BayesianLayerStack, BayesianMLP, PBPNetwork, StackedMLP, VAEModule, forward_with_parameters
+from .networks import (
+    MLP,
+    BayesianLayerStack,
+    BayesianMLP,
+    PBPNetwork,
+    RowMoments,
+    StackedMLP,
+    VAEModule,
+    forward_with_parameters,
+)
 from .objectives import kl_warmup_weight, negative_elbo
 from .optim import (
     SGHMC,
@@ -74,6 +83,7 @@ __all__ = [
     "PBPNetwork",
     "PBPOptimizer",
     "RBFKernel",
+    "RowMoments",
     "StackedLinear",
     "StackedMLP",
     "VAEModule",

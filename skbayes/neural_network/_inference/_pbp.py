@@ -1,6 +1,6 @@
 """Probabilistic backpropagation (Hernández-Lobato & Adams 2015) as an inference method.
 
-The math lives in :mod:`skbayes.nn.pbp`; this adapter builds the network,
+The math lives in :class:`skbayes.nn.PBPNetwork` and :class:`skbayes.nn.PBPOptimizer`; this adapter builds the network,
 runs the ADF updates through the shared training loop (one row per step by
 default) and copies the inferred noise level into the estimator's likelihood.
 """
@@ -10,10 +10,34 @@ import math
 import torch
 
 from ..._training import fit_loop
-from ...nn import PBPNetwork, PBPOptimizer
+from ...nn import PBPNetwork, PBPOptimizer, inverse_softplus
 from ._base import InferenceMethod
 
 __all__ = ["ProbabilisticBackpropagation"]
+
+
+class _ADFSteps:
+    """The optimiser the shared loop drives: one ADF step with the rows of each minibatch.
+
+    ``step()`` hands the rows that the last ``loss_fn`` call put in ``rows``
+    to :meth:`PBPOptimizer.step`, and after the last step of every pass over
+    the data (``steps_per_epoch`` steps) calls ``end_of_epoch()``, before the
+    loop computes the validation score.
+    """
+
+    def __init__(self, optimizer, rows, steps_per_epoch, end_of_epoch):
+        self.optimizer, self.rows = optimizer, rows
+        self.steps_per_epoch, self.end_of_epoch = steps_per_epoch, end_of_epoch
+        self.n_steps = 0
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        self.optimizer.step(self.rows.pop())
+        self.n_steps += 1
+        if self.n_steps % self.steps_per_epoch == 0:
+            self.end_of_epoch()
 
 
 class ProbabilisticBackpropagation(InferenceMethod):
@@ -86,22 +110,25 @@ class ProbabilisticBackpropagation(InferenceMethod):
             # (Cinelli 2019, eq. 3.38, aleatoric term), also for early stopping.
             std = network.expected_noise_var().sqrt().to(likelihood.raw_noise.dtype)
             with torch.no_grad():
-                likelihood.raw_noise.copy_(
-                    torch.log(torch.expm1(std - likelihood._floor))
-                )
+                likelihood.raw_noise.copy_(inverse_softplus(std - likelihood._floor))
 
-        optimizer = PBPOptimizer(
-            network,
-            steps_per_epoch=math.ceil(n_data / batch_size),
-            update_noise=learn_noise,
-            epoch_callback=sync_noise if learn_noise else None,
-        )
+        def end_of_epoch():
+            # EP refinement of the prior factors after each pass (Cinelli 2019, Algorithm 3)
+            network.refine_prior()
+            if learn_noise:
+                sync_noise()
+
+        optimizer = PBPOptimizer(network, update_noise=learn_noise)
+        rows = []
 
         def loss_fn(idx):
             noise_var = None if learn_noise else likelihood.noise_std.detach() ** 2
-            return -network.log_z(X[idx], Y[idx], noise_var).mean()
+            log_z, batch_rows = network.log_z(X[idx], Y[idx], noise_var)
+            rows.append(batch_rows)
+            return -log_z.mean()
 
-        result = fit_loop(loss_fn, optimizer, **loop)
+        steps = _ADFSteps(optimizer, rows, math.ceil(n_data / batch_size), end_of_epoch)
+        result = fit_loop(loss_fn, steps, **loop)
         if learn_noise:
             sync_noise()
         self.diagnostics["pbp_prior_std"] = float(network.expected_prior_var().sqrt())

@@ -12,7 +12,7 @@
 """
 
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
-from .pbp import PBPNetwork
+from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
 from .vae import VAEModule
 
@@ -21,6 +21,7 @@ __all__ = [
     "BayesianLayerStack",
     "BayesianMLP",
     "PBPNetwork",
+    "RowMoments",
     "StackedMLP",
     "VAEModule",
     "forward_with_parameters",

@@ -39,6 +39,7 @@ References
 
 import math
 from itertools import pairwise
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -48,11 +49,27 @@ from ..layers import PBPLinear
 from ..optim.adf import gamma_log_normalisers, gamma_moment_update, valid_gamma
 from .mlp import BayesianLayerStack
 
-__all__ = ["PBPNetwork"]
+__all__ = ["PBPNetwork", "RowMoments"]
 
 # Cavities of prior factors with a variance above this are not refined (as in
 # the reference implementation): such a weight has seen almost no data.
 _MAX_CAVITY_VAR = 1e6
+
+
+class RowMoments(NamedTuple):
+    """The rows of one ADF step, as :meth:`PBPNetwork.log_z` hands them to the optimiser.
+
+    Attributes
+    ----------
+    mean, var : torch.Tensor of shape (n, n_outputs)
+        Moments of f(x, w) under q(w) before the step (detached).
+    y : torch.Tensor of shape (n, n_outputs)
+        The rows' targets.
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    y: torch.Tensor
 
 
 class PBPNetwork(BayesianLayerStack):
@@ -143,7 +160,6 @@ class PBPNetwork(BayesianLayerStack):
         self.register_buffer(
             "noise_beta", torch.full((n_outputs,), float(noise_beta), **factory)
         )
-        self._cache = None
 
     # ------------------------------------------------------------ expectations
     def expected_noise_var(self):
@@ -181,8 +197,7 @@ class PBPNetwork(BayesianLayerStack):
         Z_i = N(y_i | m(x_i), v(x_i) + sigma^2) (Cinelli 2019, eq. 3.38), the
         Gaussian approximation of the probability of the row under q, with
         sigma^2 = E[1/gamma] (the Student-t of the Gamma-marginalised noise
-        replaced by the Gaussian of the same variance) unless given. The
-        moments of the rows are kept for :meth:`update_noise`.
+        replaced by the Gaussian of the same variance) unless given.
 
         Parameters
         ----------
@@ -195,17 +210,20 @@ class PBPNetwork(BayesianLayerStack):
         -------
         log_z : torch.Tensor of shape (n,)
             In nats, summed over the outputs.
+        rows : RowMoments
+            The rows' moments (detached) and targets, for the ADF step
+            (:meth:`~skbayes.nn.optim.PBPOptimizer.step`) and :meth:`update_noise`.
         """
         mean, var = self.moments(x)
-        self._cache = (mean.detach(), var.detach(), y)
         if noise_var is None:
             noise_var = self.expected_noise_var()
-        return gaussian_log_prob(y, mean, var + noise_var).sum(-1)
+        log_z = gaussian_log_prob(y, mean, var + noise_var).sum(-1)
+        return log_z, RowMoments(mean.detach(), var.detach(), y)
 
     # ---------------------------------------------------------------- updates
     @torch.no_grad()
-    def update_noise(self):
-        """ADF update of q(gamma) with the rows of the last :meth:`log_z` call (eqs. 3.30-3.31).
+    def update_noise(self, rows):
+        """ADF update of q(gamma) with the given rows (eqs. 3.30-3.31).
 
         Each row's moment-matched Gamma is computed from the current q(gamma);
         with several rows their changes of (alpha, beta) are added (a
@@ -214,12 +232,17 @@ class PBPNetwork(BayesianLayerStack):
         alpha <= 1 or beta <= 0 are skipped, and so is the whole update if the
         sum is invalid.
 
+        Parameters
+        ----------
+        rows : RowMoments
+            The rows' moments under q(w) and targets, as returned by :meth:`log_z`.
+
         Returns
         -------
         accepted : torch.BoolTensor of shape (n_outputs,)
             Whether q(gamma) of each output changed.
         """
-        mean, var, y = self._cache
+        mean, var, y = rows
         log_z = gamma_log_normalisers(
             self.noise_alpha, self.noise_beta, (y - mean) ** 2, var
         )

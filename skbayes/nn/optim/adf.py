@@ -152,46 +152,30 @@ def valid_gamma(alpha, beta):
 class PBPOptimizer(torch.optim.Optimizer):
     r"""PBP as a :class:`torch.optim.Optimizer`: one ADF step per minibatch.
 
-    The loss must be ``-network.log_z(x, y).mean()`` of the minibatch, so
-    that the gradients of the layers' ``mean`` and ``var`` are -dlogZ/dm and
-    -dlogZ/dv divided by the batch size; ``step()`` then applies the ADF
-    update (:func:`adf_gaussian_update`, with the safeguard), updates
-    q(gamma) when ``update_noise`` (:meth:`PBPNetwork.update_noise`), and
-    after every ``steps_per_epoch`` steps, i.e. at the end of each pass over
-    the data, refines the prior factors (:meth:`PBPNetwork.refine_prior`) and
-    calls ``epoch_callback()`` (Cinelli 2019, Algorithm 3). There is no
-    learning rate.
+    The loss must be ``-log_z.mean()`` for ``log_z, rows =
+    network.log_z(x, y)`` of the minibatch, so that the gradients of the
+    layers' ``mean`` and ``var`` are -dlogZ/dm and -dlogZ/dv divided by the
+    number of rows; ``step(rows)`` then applies the ADF update
+    (:func:`adf_gaussian_update`, with the safeguard) and updates q(gamma)
+    with the same rows when ``update_noise``
+    (:meth:`~skbayes.nn.networks.PBPNetwork.update_noise`). There is no
+    learning rate. The optimiser knows nothing of epochs: the refinement of
+    the prior factors after each pass over the data
+    (:meth:`~skbayes.nn.networks.PBPNetwork.refine_prior`, Cinelli 2019,
+    Algorithm 3) is the training loop's.
 
     Parameters
     ----------
     network : PBPNetwork
-    steps_per_epoch : int
-        Number of ``step()`` calls per pass over the training rows
-        (ceil(n / batch_size) in the shared training loop).
     update_noise : bool, default=True
         Update q(gamma); False when the noise variance is fixed.
-    epoch_callback : callable, optional
-        Called with no argument after each pass (e.g. to copy E[1/gamma]
-        into a likelihood module).
-
-    Raises
-    ------
-    ValueError
-        If ``steps_per_epoch`` < 1.
     """
 
-    def __init__(
-        self, network, *, steps_per_epoch, update_noise=True, epoch_callback=None
-    ):
-        if steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch must be >= 1; got {steps_per_epoch!r}.")
+    def __init__(self, network, *, update_noise=True):
         params = [p for layer in network.layers for p in (layer.mean, layer.var)]
         super().__init__(params, {})
         self.network = network
-        self.steps_per_epoch = int(steps_per_epoch)
         self.update_noise = bool(update_noise)
-        self.epoch_callback = epoch_callback
-        self.n_steps = 0
         self._n_rejected = 0
 
     @property
@@ -200,11 +184,14 @@ class PBPOptimizer(torch.optim.Optimizer):
         return int(self._n_rejected)
 
     @torch.no_grad()
-    def step(self, closure=None):
-        """Apply the ADF update of the last minibatch.
+    def step(self, rows, closure=None):
+        """Apply the ADF update of one minibatch.
 
         Parameters
         ----------
+        rows : RowMoments
+            What ``network.log_z(x, y)`` returned with the log Z whose mean
+            the gradients are of (its number of rows rescales them).
         closure : callable, optional
             Re-evaluates and returns the loss (with its gradients).
 
@@ -218,11 +205,7 @@ class PBPOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         network = self.network
-        if network._cache is None:
-            raise RuntimeError(
-                "PBPOptimizer.step() needs a network.log_z(...) call (and backward) first."
-            )
-        n_rows = network._cache[0].shape[0]
+        n_rows = rows.mean.shape[0]
         for layer in network.layers:
             if layer.mean.grad is None or layer.var.grad is None:
                 continue
@@ -235,11 +218,5 @@ class PBPOptimizer(torch.optim.Optimizer):
             layer.var.copy_(new_var)
             self._n_rejected += accepted.numel() - accepted.sum()
         if self.update_noise:
-            network.update_noise()
-        network._cache = None
-        self.n_steps += 1
-        if self.n_steps % self.steps_per_epoch == 0:
-            network.refine_prior()
-            if self.epoch_callback is not None:
-                self.epoch_callback()
+            network.update_noise(rows)
         return loss
