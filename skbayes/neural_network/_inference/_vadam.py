@@ -2,8 +2,8 @@
 
 import torch
 
-from ..._training import OptimizerChain, fit_loop
-from ...nn import Vadam, perturbed_nll
+from ..._training import fit_loop
+from ...nn import OptimizerChain, Vadam, perturbed_nll
 from ._variational import _BayesianMLPMethod, initialize_mean_field
 
 __all__ = ["VariationalAdam"]
@@ -75,8 +75,4 @@ class VariationalAdam(_BayesianMLPMethod):
                 kl = network.kl() / n_data
             return nll + kl
 
-        try:
-            return fit_loop(loss_fn, OptimizerChain(*optimizers), **loop)
-        finally:
-            for layer in network.layers:
-                layer.rho.requires_grad_(True)
+        return fit_loop(loss_fn, OptimizerChain(*optimizers), **loop)
