@@ -232,7 +232,10 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         )
         self.module_.eval()
         self._store_training_result(result)
-        self.kl_ = float(self.module_["network"].kl().detach())
+        network = self.module_["network"]
+        # StackedMLP members are point estimates: their penalty is a negative log prior, not a KL
+        penalty = network.neg_log_prior if hasattr(network, "neg_log_prior") else network.kl
+        self.kl_ = float(penalty().detach())
         for name, value in method.diagnostics.items():
             setattr(self, f"{name}_", value)
         return self

@@ -48,7 +48,7 @@ def member_losses(module, x, y, n_data):
     """
     network, likelihood = module["network"], module["likelihood"]
     log_lik = likelihood.log_prob(y, network(x))  # (M, batch_size)
-    return -log_lik.mean(dim=-1) + network.member_kl() / n_data
+    return -log_lik.mean(dim=-1) + network.member_neg_log_prior() / n_data
 
 
 class StackedMLPMethod(InferenceMethod):

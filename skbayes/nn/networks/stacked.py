@@ -47,8 +47,8 @@ class StackedMLP(nn.Module):
     f_m(x) = W_L^m a(... a(W_1^m x + b_1^m) ...) + b_L^m with its own weights;
     all members are evaluated together, one batched matrix product per layer.
     The weights have the prior N(0, ``prior_scale``^2) on every weight and
-    bias, and :meth:`kl` returns its negative log-density (up to a
-    constant), so that ``negative_elbo(log_lik, kl(), N)`` is the
+    bias, and :meth:`neg_log_prior` returns its negative log-density (up to a
+    constant), so that ``negative_elbo(log_lik, neg_log_prior(), N)`` is the
     per-datum negative log posterior: the maximum a posteriori (MAP)
     objective of [Lakshminarayanan2017]_ with weight decay, and the energy
     U(w) / N sampled by SGHMC ([Chen2014]_).
@@ -232,7 +232,7 @@ class StackedMLP(nn.Module):
         """
         return forward_with_parameters(x, parameters, self.activation)
 
-    def member_kl(self):
+    def member_neg_log_prior(self):
         """Negative log prior of each member, tensor of shape (n_members,).
 
         sum(w^2) / (2 s^2) over the member's weights and biases: the
@@ -241,14 +241,14 @@ class StackedMLP(nn.Module):
         scale = 0.5 / self.prior_scale**2
         return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
 
-    def kl(self):
+    def neg_log_prior(self):
         """Negative log prior of all members together (their sum), a scalar in nats.
 
         Not a KL divergence: the members are point estimates, and this is the
-        penalty that makes ``negative_elbo(log_lik, kl(), N)`` the MAP
+        penalty that makes ``negative_elbo(log_lik, neg_log_prior(), N)`` the MAP
         objective (weight decay 1 / (2 N s^2) per member).
         """
-        return self.member_kl().sum()
+        return self.member_neg_log_prior().sum()
 
     def extra_repr(self):
         return f"n_members={self.n_members}, activation={self.activation!r}, prior_scale={self.prior_scale}"
