@@ -12,13 +12,8 @@ Nothing here holds state: each function maps tensors (or floats) to tensors.
 * :data:`ACTIVATIONS` and :func:`feed_forward`: the non-linearities by name
   and the layer-activation-layer pass of every multi-layer perceptron.
 * :func:`relu_moments`: mean and variance of a rectified Gaussian (the moment
-  propagation of probabilistic backpropagation).
-
-References
-----------
-.. [HernandezLobato2015] J. M. Hernández-Lobato and R. P. Adams, "Probabilistic
-   backpropagation for scalable learning of Bayesian neural networks", ICML 2015
-   (Cinelli 2019, section 3.4).
+  propagation of probabilistic backpropagation, Hernández-Lobato & Adams,
+  ICML 2015; Cinelli 2019, section 3.4).
 """
 
 import math
@@ -185,7 +180,7 @@ def relu_moments(mean, var):
     r"""Mean and variance of max(0, a) for a ~ N(mean, var), elementwise.
 
     Cinelli 2019, eqs. 3.42-3.43 (the rectified Gaussian of PBP,
-    [HernandezLobato2015]_): with alpha = mean / sqrt(var) and
+    Hernández-Lobato & Adams 2015): with alpha = mean / sqrt(var) and
     kappa = phi(alpha) / Phi(alpha),
 
     .. math::

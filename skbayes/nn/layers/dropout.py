@@ -53,15 +53,7 @@ class DropoutLinear(nn.Module):
     """
 
     def __init__(
-        self,
-        in_features,
-        out_features,
-        *,
-        dropout_rate=0.01,
-        prior_scale=1.0,
-        generator=None,
-        device=None,
-        dtype=None,
+        self, in_features, out_features, *, dropout_rate=0.01, prior_scale=1.0, generator=None, device=None, dtype=None
     ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
@@ -78,37 +70,16 @@ class DropoutLinear(nn.Module):
         return (u < keep).to(like.dtype) / keep
 
     def forward(self, x, generator=None, sample=True):
-        """Training-time pass with fresh noise for every row.
+        """Training-time pass, a fresh dropout mask for every row (``sample=False``: no dropout).
 
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., n, in_features)
-        generator : torch.Generator, optional
-            Source of the noise.
-        sample : bool, default=True
-            If False, use the mean weights (no noise).
-
-        Returns
-        -------
-        out : torch.Tensor of shape (..., n, out_features)
+        Shapes as in the layer protocol of :mod:`skbayes.nn.layers`.
         """
         if sample and self.dropout_rate > 0:
             x = x * self._mask(x.shape, generator, x)
         return torch.matmul(x, self.weight) + self.bias
 
     def sample_parameters(self, n_samples, generator=None):
-        """``n_samples`` weight draws shared by all rows.
-
-        Parameters
-        ----------
-        n_samples : int
-        generator : torch.Generator, optional
-
-        Returns
-        -------
-        weight : torch.Tensor of shape (n_samples, in_features, out_features)
-        bias : torch.Tensor of shape (n_samples, 1, out_features)
-        """
+        """``n_samples`` dropout masks applied to the weights, each shared by all rows (layer protocol)."""
         weight = self.weight.expand(n_samples, *self.weight.shape)
         if self.dropout_rate > 0:
             weight = weight * self._mask((n_samples, self.in_features, 1), generator, self.weight)

@@ -107,14 +107,7 @@ class MeanFieldLinear(nn.Module):
     """
 
     def __init__(
-        self,
-        in_features,
-        out_features,
-        *,
-        prior_scale=1.0,
-        posterior_init_scale=1e-3,
-        generator=None,
-        device=None,
+        self, in_features, out_features, *, prior_scale=1.0, posterior_init_scale=1e-3, generator=None, device=None,
         dtype=None,
     ):
         super().__init__()
@@ -151,36 +144,12 @@ class MeanFieldLinear(nn.Module):
         return F.softplus(self.rho[-1])
 
     def forward(self, x, generator=None, sample=True):
-        """Training-time pass with fresh noise for every row.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (..., n, in_features)
-        generator : torch.Generator, optional
-            Source of the noise.
-        sample : bool, default=True
-            If False, use the mean weights (no noise).
-
-        Returns
-        -------
-        out : torch.Tensor of shape (..., n, out_features)
-        """
+        """Training-time pass with fresh noise for every row (:func:`local_reparameterization`)."""
         var = F.softplus(self.rho) ** 2 if sample else None
         return local_reparameterization(x, self.mu, var, generator, sample)
 
     def sample_parameters(self, n_samples, generator=None):
-        """``n_samples`` weight draws shared by all rows.
-
-        Parameters
-        ----------
-        n_samples : int
-        generator : torch.Generator, optional
-
-        Returns
-        -------
-        weight : torch.Tensor of shape (n_samples, in_features, out_features)
-        bias : torch.Tensor of shape (n_samples, 1, out_features)
-        """
+        """``n_samples`` weight draws from q shared by all rows (:func:`gaussian_weight_draws`)."""
         return gaussian_weight_draws(self.mu, F.softplus(self.rho), n_samples, generator)
 
     def kl(self):

@@ -65,15 +65,7 @@ class PBPLinear(nn.Module):
     """
 
     def __init__(
-        self,
-        in_features,
-        out_features,
-        *,
-        init_mean_std=1.0,
-        init_var=1.2,
-        generator=None,
-        device=None,
-        dtype=None,
+        self, in_features, out_features, *, init_mean_std=1.0, init_var=1.2, generator=None, device=None, dtype=None
     ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}

@@ -1,16 +1,9 @@
 """M independent deterministic affine maps held in one tensor.
 
-The layer of :class:`~skbayes.nn.networks.StackedMLP`: every member of a deep
-ensemble ([Lakshminarayanan2017]_) or every kept sample of a Markov chain
-([Chen2014]_) is one slice, so that one ``torch.baddbmm`` applies all of them.
-
-References
-----------
-.. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
-   "Simple and scalable predictive uncertainty estimation using deep
-   ensembles", NeurIPS 2017.
-.. [Chen2014] T. Chen, E. B. Fox and C. Guestrin, "Stochastic gradient
-   Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
+The layer of :class:`~skbayes.nn.networks.StackedMLP` (whose docstring has
+the references): every member of a deep ensemble (Lakshminarayanan et al.
+2017) or every kept sample of a Markov chain (Chen et al. 2014) is one slice,
+so that one ``torch.baddbmm`` applies all of them.
 """
 
 import torch

@@ -33,6 +33,8 @@ References
 
 import torch
 
+from ._closure import evaluate_closure
+
 __all__ = [
     "PBPOptimizer",
     "adf_gaussian_update",
@@ -193,17 +195,10 @@ class PBPOptimizer(torch.optim.Optimizer):
             What ``network.log_z(x, y)`` returned with the log Z whose mean
             the gradients are of (its number of rows rescales them).
         closure : callable, optional
-            Re-evaluates and returns the loss (with its gradients).
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            Re-evaluates and returns the loss (with its gradients); ``step``
+            returns that loss (None without a closure).
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         network = self.network
         n_rows = rows.mean.shape[0]
         for layer in network.layers:

@@ -12,7 +12,7 @@ References
    process models", AISTATS 2018.
 """
 
-import torch
+from ._closure import evaluate_closure
 
 __all__ = ["OptimizerChain"]
 
@@ -47,10 +47,7 @@ class OptimizerChain:
 
     def step(self, closure=None):
         """Step every optimiser in order; returns ``closure()`` if given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for optimizer in self.optimizers:
             optimizer.step()
         return loss

@@ -44,6 +44,7 @@ References
 import torch
 
 from ..variational.scale_tril import raw_from_scale_tril, scale_tril_from_raw
+from ._closure import evaluate_closure
 
 __all__ = ["NaturalGradient", "covariance_gradient"]
 
@@ -167,17 +168,10 @@ class NaturalGradient(torch.optim.Optimizer):
         ----------
         closure : callable, optional
             Re-evaluates the loss (torch's optimiser protocol); its value is
-            returned, and the step still uses the gradients already stored.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            returned (None without a closure), and the step still uses the
+            gradients already stored.
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             mean, raw = group["params"]
             if mean.grad is None and raw.grad is None:

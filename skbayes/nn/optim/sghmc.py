@@ -62,6 +62,8 @@ import math
 
 import torch
 
+from ._closure import evaluate_closure
+
 __all__ = ["SGHMC"]
 
 
@@ -163,17 +165,10 @@ class SGHMC(torch.optim.Optimizer):
         Parameters
         ----------
         closure : callable, optional
-            Re-evaluates the loss and its gradients, returns the loss.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            Re-evaluates the loss and its gradients, returns the loss, which
+            the step returns too (None without a closure).
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             lr, alpha, n_data = group["lr"], group["friction"], group["n_data"]
             for p in group["params"]:

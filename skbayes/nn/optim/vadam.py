@@ -48,6 +48,7 @@ from torch.nn import functional as F
 
 from ..functional import inverse_softplus
 from ..layers import MeanFieldLinear, gaussian_weight_draws
+from ._closure import evaluate_closure
 
 __all__ = ["Vadam", "perturbed_nll"]
 
@@ -189,17 +190,10 @@ class Vadam(torch.optim.Optimizer):
         Parameters
         ----------
         closure : callable, optional
-            Re-evaluates the loss (with gradients) and returns it.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            Re-evaluates the loss (with gradients) and returns it; the
+            step hands it back (None without a closure).
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group, layer in zip(self.param_groups, self._layers):
             mu = layer.mu
             if mu.grad is None:

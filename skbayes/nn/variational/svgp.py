@@ -312,13 +312,10 @@ class SVGP(nn.Module):
 
         Parameters
         ----------
-        x : torch.Tensor of shape (B, d)
-        y : torch.Tensor of shape (B,)
-        likelihood : GaussianLikelihood
-            With one output; its noise variance is sigma^2.
+        x, y, likelihood, objective
+            The minibatch (B rows), as for :meth:`expected_log_lik`.
         n_data : int
             N, the number of rows the objective sums over.
-        objective : {"vfe", "fitc"}, default="vfe"
 
         Returns
         -------
