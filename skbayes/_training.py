@@ -21,7 +21,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from tqdm.auto import tqdm
 
-from .nn.objectives import kl_warmup_weight
+from .nn import OptimizerChain, kl_warmup_weight
 
 __all__ = [
     "Callback",
@@ -419,51 +419,3 @@ def fit_loop(
         # the best loss after the min_iter epochs in which the loss may rise
         result.best_loss = min(result.loss_curve[max(min(min_iter, result.n_iter) - 1, 0) :])
     return result
-
-
-class OptimizerChain:
-    """Several optimisers over disjoint parameters, driven as one.
-
-    The shared training loop calls ``zero_grad`` and ``step`` on one object;
-    this forwards both to each optimiser in order, e.g. Adam for the
-    hyperparameters and natural-gradient steps for q(u), or Vadam for the
-    weights and Adam for the noise, all using the gradients of the same
-    backward pass.
-
-    Parameters
-    ----------
-    *optimizers : torch.optim.Optimizer
-        Each with its own parameters (the sets must not overlap).
-    """
-
-    def __init__(self, *optimizers):
-        self.optimizers = list(optimizers)
-
-    @property
-    def param_groups(self):
-        """The parameter groups of every optimiser, in order (list of dict)."""
-        return [group for optimizer in self.optimizers for group in optimizer.param_groups]
-
-    def zero_grad(self, set_to_none=True):
-        """Reset the gradients of every optimiser's parameters."""
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def step(self, closure=None):
-        """Step every optimiser in order; returns ``closure()`` if given."""
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for optimizer in self.optimizers:
-            optimizer.step()
-        return loss
-
-    def state_dict(self):
-        """List of the optimisers' state dicts."""
-        return [optimizer.state_dict() for optimizer in self.optimizers]
-
-    def load_state_dict(self, state_dicts):
-        """Load a list returned by :meth:`state_dict`."""
-        for optimizer, state in zip(self.optimizers, state_dicts, strict=True):
-            optimizer.load_state_dict(state)

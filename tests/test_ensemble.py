@@ -6,8 +6,7 @@ import torch
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.neural_network._inference._ensemble import member_losses, sum_gradient_mean_value
-from skbayes.nn import GaussianLikelihood
-from skbayes.nn.ensemble import StackedMLP
+from skbayes.nn import GaussianLikelihood, StackedMLP
 
 from _exact_blr import exact_blr_predictive, make_blr_data
 
@@ -89,9 +88,9 @@ def test_sample_parameters_draws_members_uniformly_with_replacement():
 def test_kl_is_the_negative_log_gaussian_prior():
     net = _net(prior_scale=0.5)
     sq = [float((layer.weight.detach() ** 2).sum(dim=(1, 2))[m]) for layer in net.layers for m in range(4)]
-    assert float(net.kl().detach()) == pytest.approx(sum(sq) / (2 * 0.25))
+    assert float(net.neg_log_prior().detach()) == pytest.approx(sum(sq) / (2 * 0.25))
     per_member = [sum(float((layer.weight.detach()[m] ** 2).sum()) for layer in net.layers) / 0.5 for m in range(4)]
-    np.testing.assert_allclose(net.member_kl().detach().numpy(), per_member)
+    np.testing.assert_allclose(net.member_neg_log_prior().detach().numpy(), per_member)
 
 
 def test_joint_loss_gives_each_member_the_gradient_of_its_own_loss():

@@ -7,8 +7,7 @@ from _exact_blr import exact_blr_posterior, make_blr_data
 from sklearn.datasets import make_blobs
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.nn import BayesianMLP, GaussianLikelihood, negative_elbo
-from skbayes.nn.initialization import INITIALIZATIONS, iblm_init
+from skbayes.nn import INITIALIZATIONS, BayesianMLP, GaussianLikelihood, iblm_init, negative_elbo
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

@@ -11,18 +11,38 @@ from skbayes.nn import (
     DropoutLinear,
     GaussianLikelihood,
     MeanFieldLinear,
-    kl_normal_normal,
+    gaussian_log_prob,
+    inverse_softplus,
+    kl_standard_normal_mvn,
     negative_elbo,
 )
 
 
-def test_kl_normal_normal_matches_torch_distributions():
+def test_inverse_softplus_takes_floats_and_tensors():
+    for value in (1e-6, 1e-3, 0.5, 3.0, 40.0):
+        raw = inverse_softplus(value)
+        assert isinstance(raw, float)
+        assert float(torch.nn.functional.softplus(torch.tensor(raw, dtype=torch.float64))) == pytest.approx(value, rel=1e-12)
+    t = torch.tensor([1e-6, 0.5, 800.0], dtype=torch.float64)
+    torch.testing.assert_close(torch.nn.functional.softplus(inverse_softplus(t)), t)
+
+
+def test_gaussian_log_prob_matches_torch_distributions():
     g = torch.Generator().manual_seed(0)
-    mu_q, mu_p = torch.randn(20, generator=g), torch.randn(20, generator=g)
-    s_q, s_p = torch.rand(20, generator=g) + 0.1, torch.rand(20, generator=g) + 0.1
-    expected = torch.distributions.kl_divergence(torch.distributions.Normal(mu_q, s_q), torch.distributions.Normal(mu_p, s_p))
-    torch.testing.assert_close(kl_normal_normal(mu_q, s_q, mu_p, s_p), expected)
-    assert float(kl_normal_normal(mu_q, s_q, mu_q, s_q).abs().max()) < 1e-6
+    x, mean = torch.randn(20, generator=g, dtype=torch.float64), torch.randn(20, generator=g, dtype=torch.float64)
+    var = torch.rand(20, generator=g, dtype=torch.float64) + 0.1
+    expected = torch.distributions.Normal(mean, var.sqrt()).log_prob(x)
+    torch.testing.assert_close(gaussian_log_prob(x, mean, var), expected)
+    torch.testing.assert_close(gaussian_log_prob(x), torch.distributions.Normal(0.0, 1.0).log_prob(x))
+
+
+def test_kl_standard_normal_mvn_matches_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(4, generator=g, dtype=torch.float64)
+    tril = torch.tril(torch.randn(4, 4, generator=g, dtype=torch.float64), -1) + torch.diag(torch.rand(4, generator=g, dtype=torch.float64) + 0.5)
+    mvn = torch.distributions.MultivariateNormal
+    expected = torch.distributions.kl_divergence(mvn(mean, scale_tril=tril), mvn(torch.zeros(4, dtype=torch.float64), scale_tril=torch.eye(4, dtype=torch.float64)))
+    torch.testing.assert_close(kl_standard_normal_mvn(mean, tril), expected)
 
 
 def _layer(cls, **kw):

@@ -1,4 +1,4 @@
-"""Probabilistic backpropagation: the skbayes.nn.pbp engine and inference="pbp"."""
+"""Probabilistic backpropagation: the skbayes.nn engine (PBPNetwork, PBPOptimizer) and inference="pbp"."""
 
 import copy
 import math
@@ -10,8 +10,7 @@ from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from scipy.special import gammaln
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes._training import fit_loop
-from skbayes.nn.pbp import (
+from skbayes.nn import (
     PBPNetwork,
     PBPOptimizer,
     adf_gaussian_update,
@@ -26,19 +25,17 @@ F64 = torch.float64
 
 
 def _train(net, X, Y, epochs, seed=1, refine=None):
-    """Run PBP on (X, Y) in the shared loop, one row per step."""
-    opt = PBPOptimizer(net, steps_per_epoch=X.shape[0])
-    if refine is not None:
-        net.refine_prior = refine
-    fit_loop(
-        lambda idx: -net.log_z(X[idx], Y[idx]).mean(),
-        opt,
-        X.shape[0],
-        batch_size=1,
-        max_iter=epochs,
-        generator=torch.Generator().manual_seed(seed),
-        n_iter_no_change=10**6,
-    )
+    """Run PBP on (X, Y), one row per step, refining the prior after each pass (Algorithm 3)."""
+    opt = PBPOptimizer(net)
+    refine = net.refine_prior if refine is None else refine
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        for i in torch.randperm(X.shape[0], generator=generator).tolist():
+            opt.zero_grad()
+            log_z, rows = net.log_z(X[i : i + 1], Y[i : i + 1])
+            (-log_z.mean()).backward()
+            opt.step(rows)
+        refine()
     return opt
 
 
@@ -207,28 +204,43 @@ def test_parallel_prior_refinement_agrees_with_the_sequential_schedule():
     ) == pytest.approx(1, abs=0.12)
 
 
-def test_optimizer_refines_the_prior_once_per_pass():
+def test_optimizer_steps_with_the_rows_it_is_given_and_knows_no_epochs():
     X, Y = _toy(n=20)
     net = PBPNetwork(3, [4], 1, generator=torch.Generator().manual_seed(0), dtype=F64)
-    calls = []
-    opt = PBPOptimizer(
-        net,
-        steps_per_epoch=5,
-        epoch_callback=lambda: calls.append(net.prior_alpha.item()),
+    opt = PBPOptimizer(net)
+    alpha0 = net.noise_alpha.clone()
+    for start in range(0, 20, 4):
+        opt.zero_grad()
+        log_z, rows = net.log_z(X[start : start + 4], Y[start : start + 4])
+        assert rows.mean.shape == (4, 1) and not rows.mean.requires_grad
+        (-log_z.mean()).backward()
+        opt.step(rows)
+    # q(gamma) took each batch's rows; the prior factors are the caller's business
+    assert float(net.noise_alpha) > float(alpha0)
+    assert float(net.prior_alpha) == 6.0 and float(net.layers[0].site_alpha.abs().sum()) == 0.0
+
+
+def test_estimator_refines_the_prior_after_the_last_step_of_each_pass(monkeypatch):
+    # Refinement comes after the last ADF step of a pass and before the
+    # validation score of that pass.
+    events = []
+    refine, step = PBPNetwork.refine_prior, PBPOptimizer.step
+    monkeypatch.setattr(PBPNetwork, "refine_prior", lambda self: events.append("refine") or refine(self))
+    monkeypatch.setattr(PBPOptimizer, "step", lambda self, rows, closure=None: events.append("step") or step(self, rows, closure))
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(40, 2), rng.randn(40)
+    model = BayesianMLPRegressor(
+        hidden_layer_sizes=(4,), inference="pbp", batch_size=8, max_iter=3, random_state=0,
+        early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
     )
-    fit_loop(
-        lambda idx: -net.log_z(X[idx], Y[idx]).mean(),
-        opt,
-        20,
-        batch_size=4,
-        max_iter=3,
-        generator=torch.Generator().manual_seed(0),
+    log_predictive = BayesianMLPRegressor._log_predictive
+    monkeypatch.setattr(
+        BayesianMLPRegressor, "_log_predictive", lambda self, *a: events.append("score") or log_predictive(self, *a)
     )
-    assert opt.n_steps == 15 and len(calls) == 3
-    # each refinement includes the prior factors: alpha grows from alpha_0 = 6
-    assert calls[0] > 6.0
-    with pytest.raises(ValueError, match="steps_per_epoch"):
-        PBPOptimizer(net, steps_per_epoch=0)
+    model.fit(X, y)
+    steps_per_pass = events.index("refine")
+    assert steps_per_pass == math.ceil((40 - round(0.2 * 40)) / 8)
+    assert events[: 3 * (steps_per_pass + 2)] == (["step"] * steps_per_pass + ["refine", "score"]) * 3
 
 
 def test_hyperprior_must_have_a_finite_mean_variance():

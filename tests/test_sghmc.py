@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.nn.sghmc import SGHMC, split_rhat
+from skbayes.nn import SGHMC, split_rhat
 
 from _exact_blr import exact_blr_predictive, make_blr_data
 

@@ -19,10 +19,16 @@ from sklearn.preprocessing import StandardScaler
 import skbayes.gaussian_process._sparse_gp as sparse_gp_module
 from skbayes import DeviceWarning, SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
-from skbayes.nn.kernels import MaternKernel, RBFKernel
-from skbayes._training import OptimizerChain
-from skbayes.nn.natural_gradient import NaturalGradient, covariance_gradient
-from skbayes.nn.sparse_gp import cholesky, expected_log_lik
+from skbayes.nn import (
+    SVGP,
+    GaussianLikelihood,
+    MaternKernel,
+    NaturalGradient,
+    OptimizerChain,
+    RBFKernel,
+    cholesky,
+    covariance_gradient,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -497,14 +503,19 @@ def test_expected_log_lik_is_the_log_of_the_expectation_for_fitc():
     f_given_v = mu + np.sqrt(qvar) * nodes  # mean of p(f | v) for v ~ q
     log_expectation = [np.log(np.sum(weights * norm.pdf(y, m + np.sqrt(cond) * nodes, np.sqrt(noise)))) for m in f_given_v]
     expectation_of_log = [np.sum(weights * norm.logpdf(y, m + np.sqrt(cond) * nodes, np.sqrt(noise))) for m in f_given_v]
-    args = [torch.tensor([v], dtype=torch.float64) for v in (y, mu, cond, qvar)]
-    fitc = float(expected_log_lik(*args, noise, "fitc"))
-    vfe = float(expected_log_lik(*args, noise, "vfe"))
+    # The SVGP chooses which variances enter (its marginals are set here), the
+    # Gaussian likelihood computes the expectation.
+    gp = SVGP(RBFKernel(1, dtype=torch.float64), 2, 1, dtype=torch.float64)
+    gp.marginals = lambda x: tuple(torch.tensor([v], dtype=torch.float64) for v in (mu, cond, qvar))
+    likelihood = GaussianLikelihood(1, np.sqrt(noise), learn_noise=False, dtype=torch.float64)
+    x, y_t = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([y], dtype=torch.float64)
+    fitc = float(gp.expected_log_lik(x, y_t, likelihood, "fitc"))
+    vfe = float(gp.expected_log_lik(x, y_t, likelihood, "vfe"))
     assert fitc == pytest.approx(np.sum(weights * np.array(log_expectation)), rel=1e-8)
     assert vfe == pytest.approx(np.sum(weights * np.array(expectation_of_log)), rel=1e-8)
     assert fitc > vfe + 1.0  # Jensen, and far apart with this conditional variance
     with pytest.raises(ValueError, match="objective must be one of"):
-        expected_log_lik(*args, noise, "dtc")
+        gp.expected_log_lik(x, y_t, likelihood, "dtc")
 
 
 def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(small_problem):

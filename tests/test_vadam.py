@@ -7,8 +7,7 @@ from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from sklearn.datasets import make_blobs
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear
-from skbayes.nn.vadam import Vadam
+from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear, Vadam
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -28,7 +27,7 @@ def test_one_step_follows_the_update_sequence():
     torch.testing.assert_close(
         sigma, torch.full_like(sigma, 1 / 3)
     )  # (N s0 + lambda)^-1/2
-    assert not layer.rho.requires_grad
+    assert layer.rho.requires_grad  # Vadam writes rho under no_grad and leaves its flag alone
     m = torch.zeros_like(mu0)
     v = torch.zeros_like(mu0)
     mu = mu0.clone()
@@ -172,6 +171,8 @@ def test_noise_is_learned_and_rho_is_left_trainable():
     # loss_curve_ is the per-datum negative ELBO of the current q: it falls.
     assert model.loss_curve_[-1] < model.loss_curve_[0]
     assert all(layer.rho.requires_grad for layer in model.module_["network"].layers)
+    # perturbed_nll holds sigma fixed: no gradient ever reached rho
+    assert all(layer.rho.grad is None for layer in model.module_["network"].layers)
 
 
 def test_classifier():

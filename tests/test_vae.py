@@ -1,4 +1,4 @@
-"""Tests of the VAE transformer and its engine (skbayes.nn.vae)."""
+"""Tests of the VAE transformer and its engine (skbayes.nn.VAEModule)."""
 
 import pickle
 import warnings

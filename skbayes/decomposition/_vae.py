@@ -12,9 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import TorchEstimatorMixin
-from ..nn import kl_warmup_weight, negative_elbo
-from ..nn.mlp import ACTIVATIONS
-from ..nn.vae import VAEModule
+from ..nn import ACTIVATIONS, VAEModule, kl_warmup_weight, negative_elbo
 
 # Rows x latent draws x units held at once when predicting (~32 MB in float64).
 _PREDICT_BLOCK = 2**22

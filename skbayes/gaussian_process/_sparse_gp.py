@@ -15,11 +15,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._training import fit_loop
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin
-from ..nn import GaussianLikelihood
-from ..nn.kernels import MaternKernel, RBFKernel
-from .._training import OptimizerChain
-from ..nn.natural_gradient import NaturalGradient
-from ..nn.sparse_gp import OBJECTIVES, SVGP, cholesky
+from ..nn import OBJECTIVES, SVGP, GaussianLikelihood, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel, cholesky
 
 # Entries of A = L_zz^-1 K_zx (M x rows) held at once when predicting (~32 MB in float64).
 _PREDICT_BLOCK = 2**22
@@ -58,8 +54,7 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
         ``-(mean over the batch of the per-point data term) + KL / N``
         (:meth:`skbayes.nn.sparse_gp.SVGP.loss`).
     """
-    noise_var = module["likelihood"].noise_std[0].square()
-    return module["gp"].loss(x, y, noise_var, n_data, objective)
+    return module["gp"].loss(x, y, module["likelihood"], n_data, objective)
 
 
 class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):

@@ -50,7 +50,7 @@ def member_losses(module, x, y, n_data):
     """
     network, likelihood = module["network"], module["likelihood"]
     log_lik = likelihood.log_prob(y, network(x))  # (M, batch_size)
-    return -log_lik.mean(dim=-1) + network.member_kl() / n_data
+    return -log_lik.mean(dim=-1) + network.member_neg_log_prior() / n_data
 
 
 class StackedMLPMethod(InferenceMethod):
@@ -147,5 +147,5 @@ class DeepEnsemble(StackedMLPMethod):
         return Training(
             self.member_loss_fn(module, X, Y, context.n_data, context.generator),
             adam(module.parameters(), settings),
-            finish=lambda: {"neg_log_prior": float(network.kl().detach())},
+            finish=lambda: {"neg_log_prior": float(network.neg_log_prior().detach())},
         )

@@ -1,11 +1,9 @@
 """Probabilistic backpropagation (Hernández-Lobato & Adams 2015) as an inference method."""
 
-import math
-
 import torch
 
-from .._param_validation import Interval
-from ..nn import PBPNetwork, PBPOptimizer
+from .._training import Callback
+from ..nn import PBPNetwork, PBPOptimizer, inverse_softplus
 from ._base import InferenceMethod, Training
 
 __all__ = ["PBP"]
@@ -72,8 +70,7 @@ class PBP(InferenceMethod):
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]
         learn_noise = settings.learn_noise
-        batch_size = 1 if settings.batch_size == "auto" else context.batch_size
-        loop = {"batch_size": batch_size}
+        loop = {"batch_size": 1} if settings.batch_size == "auto" else {}
         if not context.early_stopping:
             # -log Z keeps falling with every pass (each pass counts the data
             # again), so the passes are a fixed schedule, not a stopping rule.
@@ -84,26 +81,65 @@ class PBP(InferenceMethod):
             # (Cinelli 2019, eq. 3.38, aleatoric term), also for early stopping.
             std = network.expected_noise_var().sqrt().to(likelihood.raw_noise.dtype)
             with torch.no_grad():
-                likelihood.raw_noise.copy_(torch.log(torch.expm1(std - likelihood._floor)))
+                likelihood.raw_noise.copy_(inverse_softplus(std - likelihood._floor))
 
-        optimizer = PBPOptimizer(
-            network,
-            steps_per_epoch=math.ceil(X.shape[0] / batch_size),
-            update_noise=learn_noise,
-            epoch_callback=sync_noise if learn_noise else None,
-        )
+        rows = []  # the moments of the last minibatch, from the loss to the ADF step
 
         def loss_fn(idx):
             noise_var = None if learn_noise else likelihood.noise_std.detach() ** 2
-            return -network.log_z(X[idx], Y[idx], noise_var).mean()
+            log_z, batch_rows = network.log_z(X[idx], Y[idx], noise_var)
+            rows.append(batch_rows)
+            return -log_z.mean()
+
+        optimizer = _ADFSteps(PBPOptimizer(network, update_noise=learn_noise), rows)
+        refine = _RefinePrior(network, sync_noise if learn_noise else None)
 
         def finish():
             if learn_noise:
                 sync_noise()
             return {
                 "prior_std": float(network.expected_prior_var().sqrt()),
-                "n_rejected": optimizer.n_rejected,
+                "n_rejected": optimizer.optimizer.n_rejected,
                 "kl": float(network.kl().detach()),
             }
 
-        return Training(loss_fn, optimizer, loop=loop, finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[refine], loop=loop, finish=finish)
+
+
+class _ADFSteps:
+    """The optimiser the shared loop drives: one ADF step with the moments of each minibatch.
+
+    ``step()`` hands the row moments that the last loss evaluation appended
+    to ``rows`` to :meth:`skbayes.nn.PBPOptimizer.step`.
+    """
+
+    def __init__(self, optimizer, rows):
+        self.optimizer, self.rows = optimizer, rows
+
+    def zero_grad(self, set_to_none=True):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        self.optimizer.step(self.rows.pop())
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict)
+
+
+class _RefinePrior(Callback):
+    """After every pass: EP refinement of the prior factors, then the likelihood's noise follows q(gamma).
+
+    As an epoch-end hook it runs after the pass's last ADF step and before
+    the validation score (Cinelli 2019, Algorithm 3).
+    """
+
+    def __init__(self, network, sync_noise=None):
+        self.network, self.sync_noise = network, sync_noise
+
+    def on_epoch_end(self, state):
+        self.network.refine_prior()
+        if self.sync_noise is not None:
+            self.sync_noise()

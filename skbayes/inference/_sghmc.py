@@ -212,7 +212,7 @@ class SGHMC(StackedMLPMethod):
             self._store_samples(module, keep.samples)
             return {
                 "rhat": self._rhat(module, X, Y, n_chains, len(keep.samples)),
-                "neg_log_prior": float(module["network"].kl().detach()),
+                "neg_log_prior": float(module["network"].neg_log_prior().detach()),
             }
 
         loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}

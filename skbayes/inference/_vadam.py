@@ -2,9 +2,8 @@
 
 import torch
 
-from .._training import OptimizerChain
+from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
-from ..nn.vadam import perturbed_nll
 from ._base import InferenceMethod, Training, adam
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
@@ -89,9 +88,4 @@ class Vadam(InferenceMethod):
                 kl = network.kl() / n_data
             return nll + kl
 
-        def finish():
-            for layer in network.layers:
-                layer.rho.requires_grad_(True)
-            return {"kl": float(network.kl().detach())}
-
-        return Training(loss_fn, OptimizerChain(*optimizers), finish=finish)
+        return Training(loss_fn, OptimizerChain(*optimizers), finish=lambda: {"kl": float(network.kl().detach())})

@@ -3,8 +3,7 @@
 from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
-from ..nn import BayesianMLP
-from ..nn.initialization import INITIALIZATIONS
+from ..nn import INITIALIZATIONS, BayesianMLP
 from ._base import InferenceMethod
 
 __all__ = ["MCDropout", "MeanFieldVI"]

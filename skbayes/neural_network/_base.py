@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
-from ..nn.mlp import ACTIVATIONS
+from ..nn import ACTIVATIONS
 
 # Weight draws used for the validation score when early stopping.
 _N_DRAWS_VALIDATION = 20

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
-from ..nn import GaussianLikelihood
+from ..nn import GaussianLikelihood, inverse_softplus
 from ._base import BaseBayesianMLP, fill_doc
 
 # Initial noise standard deviation, in standardised target units, when learned.
@@ -161,7 +161,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         # A fixed noise is given in y units; the model works in standardised units.
         likelihood = GaussianLikelihood(n_outputs, 1.0, learn_noise=False, **factory)
         scale = torch.as_tensor(self.noise_std / self._y_scale, device=device, dtype=dtype)
-        likelihood.raw_noise.copy_(torch.log(torch.expm1(scale - likelihood._floor)))
+        likelihood.raw_noise.copy_(inverse_softplus(scale - likelihood._floor))
         return likelihood
 
     def _validate_training_data(self, X, y, reset):

@@ -1,42 +1,44 @@
-"""Closed-form divergences between distributions.
+r"""Closed-form divergences that :mod:`torch.distributions` does not provide cheaply.
+
+The KL divergence between two univariate Gaussians is
+``torch.distributions.kl_divergence(Normal(...), Normal(...))`` (used by the
+mean-field layers, the PBP layer and the VAE). What is left here is the KL of
+a full-covariance Gaussian, stored by its Cholesky factor, to the standard
+normal: the KL term of a whitened sparse GP, which
+``kl_divergence(MultivariateNormal, MultivariateNormal)`` would compute with
+an extra factorisation of the identity.
 
 References
 ----------
 .. [Kullback1951] S. Kullback and R. A. Leibler, "On information and
    sufficiency", Annals of Mathematical Statistics 22(1), 1951.
+.. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes for
+   machine learning", MIT Press, 2006, appendix A.5 (KL of two Gaussians).
 """
 
-import torch
-
-__all__ = ["kl_normal_normal"]
+__all__ = ["kl_standard_normal_mvn"]
 
 
-def kl_normal_normal(mu_q, sigma_q, mu_p, sigma_p):
-    r"""Elementwise KL divergence between two univariate Gaussians.
+def kl_standard_normal_mvn(mean, scale_tril):
+    r"""KL(N(m, L L^T) || N(0, I)) in nats, a scalar.
 
     .. math::
 
-        \mathrm{KL}(\mathcal N(\mu_q,\sigma_q^2)\,\|\,\mathcal N(\mu_p,\sigma_p^2))
-        = \log\frac{\sigma_p}{\sigma_q}
-          + \frac{\sigma_q^2 + (\mu_q-\mu_p)^2}{2\sigma_p^2} - \frac12
+        \tfrac12 \left(\mathrm{tr}\, S + m^\top m - M - \log\det S\right),
+        \qquad S = L L^\top, \quad \log\det S = 2 \textstyle\sum_i \log L_{ii}
 
-    (Cinelli 2019, eq. 2.x; the analytic KL used by Bayes by Backprop,
-    Blundell et al. 2015, section 3.)
+    ([RW2006]_, eq. A.23 with a standard-normal second argument).
 
     Parameters
     ----------
-    mu_q, sigma_q : torch.Tensor
-        Mean and standard deviation (> 0) of q; any broadcastable shapes.
-    mu_p, sigma_p : torch.Tensor or float
-        Mean and standard deviation (> 0) of p.
+    mean : torch.Tensor of shape (M,)
+        m.
+    scale_tril : torch.Tensor of shape (M, M)
+        L, lower-triangular with a positive diagonal.
 
     Returns
     -------
-    kl : torch.Tensor
-        Broadcast shape of the inputs, in nats, >= 0. Sum it yourself for a
-        fully factorised distribution.
+    kl : torch.Tensor, scalar
     """
-    sigma_p = torch.as_tensor(sigma_p, dtype=sigma_q.dtype, device=sigma_q.device)
-    var_ratio = (sigma_q / sigma_p) ** 2
-    mean_term = ((mu_q - mu_p) / sigma_p) ** 2
-    return 0.5 * (var_ratio + mean_term - 1.0 - torch.log(var_ratio))
+    log_det = 2.0 * scale_tril.diagonal().log().sum()
+    return 0.5 * (scale_tril.square().sum() + mean.square().sum() - mean.shape[0] - log_det)

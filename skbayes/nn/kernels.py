@@ -1,6 +1,6 @@
 r"""Stationary covariance functions with ARD length-scales.
 
-Both kernels share one protocol, used by :class:`~skbayes.nn.sparse_gp.SVGP`:
+Both kernels share one protocol, used by :class:`~skbayes.nn.variational.SVGP`:
 
 ``forward(x1, x2)``
     Covariance matrix of shape (n1, n2) between the rows of ``x1`` (n1, d)
@@ -29,12 +29,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .functional import inverse_softplus
+
 __all__ = ["MaternKernel", "RBFKernel"]
-
-
-def _inverse_softplus(value):
-    value = torch.as_tensor(value, dtype=torch.float64)
-    return value + torch.log(-torch.expm1(-value))
 
 
 class _StationaryKernel(nn.Module):
@@ -44,9 +41,11 @@ class _StationaryKernel(nn.Module):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         length_scale = torch.as_tensor(length_scale, dtype=torch.float64).expand(n_features)
+        variance = torch.as_tensor(variance, dtype=torch.float64)
+        # computed in float64 whatever the dtype of the parameters
         raw = {
-            "raw_length_scale": _inverse_softplus(length_scale).to(**factory).clone(),
-            "raw_variance": _inverse_softplus(variance).to(**factory).reshape(()),
+            "raw_length_scale": inverse_softplus(length_scale).to(**factory).clone(),
+            "raw_variance": inverse_softplus(variance).to(**factory).reshape(()),
         }
         for name, value in raw.items():
             if learn:

@@ -1,20 +1,28 @@
-"""Observation models p(y | f).
+r"""Observation models p(y | f).
+
+Every likelihood has ``log_prob(y, f)``, the log-density of each row summed
+over outputs, for function values f of shape (..., n, k) (e.g. one slice per
+Monte-Carlo draw). The Gaussian likelihood also owns its expectation under a
+Gaussian q(f), :meth:`GaussianLikelihood.expected_log_prob`, the data term of
+a sparse GP's evidence lower bound.
 
 References
 ----------
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
    section 3.3.1 (Gal 2016): homoscedastic Gaussian noise with precision tau.
+.. [Hensman2013] J. Hensman, N. Fusi and N. D. Lawrence, "Gaussian processes
+   for big data", UAI 2013.
+.. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
+   Bayes", ICLR 2014 (Bernoulli decoder, appendix C.1).
 """
-
-import math
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["CategoricalLikelihood", "GaussianLikelihood"]
+from .functional import gaussian_log_prob, inverse_softplus
 
-_LOG_2PI = math.log(2.0 * math.pi)
+__all__ = ["BernoulliLikelihood", "CategoricalLikelihood", "GaussianLikelihood"]
 
 
 class GaussianLikelihood(nn.Module):
@@ -46,7 +54,7 @@ class GaussianLikelihood(nn.Module):
 
     def __init__(self, n_outputs, noise_std=0.1, learn_noise=True, *, n_members=None, device=None, dtype=None):
         super().__init__()
-        raw = math.log(math.expm1(noise_std - self._floor))
+        raw = inverse_softplus(noise_std - self._floor)
         shape = (n_outputs,) if n_members is None else (n_members, 1, n_outputs)
         raw = torch.full(shape, raw, device=device, dtype=dtype)
         if learn_noise:
@@ -74,9 +82,39 @@ class GaussianLikelihood(nn.Module):
         log_prob : torch.Tensor of shape (..., n)
             log N(y | f, sigma^2) in nats, summed over the k outputs.
         """
-        sigma = self.noise_std
-        z = (y - f) / sigma
-        return (-0.5 * z * z - torch.log(sigma) - 0.5 * _LOG_2PI).sum(-1)
+        return gaussian_log_prob(y, f, self.noise_std.square()).sum(-1)
+
+    def expected_log_prob(self, y, f_mean, f_var, added_noise_var=None):
+        r"""E_q[log p(y | f)] of each row under independent Gaussians q(f) = N(f_mean, f_var).
+
+        In closed form ([Hensman2013]_, section 3; Rossi 2022, eq. 6.2):
+
+        .. math::
+
+            \mathbb E_{\mathcal N(f \mid m, s^2)}[\log \mathcal N(y \mid f, v)]
+            = \log \mathcal N(y \mid m, v) - \frac{s^2}{2 v},
+
+        with v = sigma^2, or sigma^2 + ``added_noise_var`` when the model adds
+        its own per-row variance to the noise (the FITC objective of a sparse
+        GP, see :class:`~skbayes.nn.variational.SVGP`).
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n, k)
+        f_mean, f_var : torch.Tensor of shape (..., n, k)
+            Mean and variance (>= 0) of q(f).
+        added_noise_var : torch.Tensor of shape (..., n, k), optional
+            Variance (>= 0) added to sigma^2 row by row.
+
+        Returns
+        -------
+        expected_log_prob : torch.Tensor of shape (..., n)
+            In nats, summed over the k outputs.
+        """
+        var = self.noise_std.square()
+        if added_noise_var is not None:
+            var = var + added_noise_var
+        return (gaussian_log_prob(y, f_mean, var) - 0.5 * f_var / var).sum(-1)
 
 
 class CategoricalLikelihood(nn.Module):
@@ -103,3 +141,34 @@ class CategoricalLikelihood(nn.Module):
         """
         index = y.long().expand(*f.shape[:-1], 1)
         return torch.log_softmax(f, dim=-1).gather(-1, index).squeeze(-1)
+
+
+class BernoulliLikelihood(nn.Module):
+    """Independent Bernoulli pixels with logits f: log p(x | f) = -BCE(f, x).
+
+    For x in [0, 1] that is not binary this is the usual cross-entropy
+    objective, not a normalised density on [0, 1].
+    """
+
+    def log_prob(self, x, f):
+        """Log-probability of each row, summed over features.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, d)
+            Observations in [0, 1].
+        f : torch.Tensor of shape (..., n, d)
+            Logits.
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (..., n)
+            In nats.
+        """
+        x = x.expand_as(f)
+        return -F.binary_cross_entropy_with_logits(f, x, reduction="none").sum(-1)
+
+    @staticmethod
+    def mean(f):
+        """Success probabilities sigmoid(f)."""
+        return torch.sigmoid(f)

@@ -43,7 +43,8 @@ References
 
 import torch
 
-from .sparse_gp import raw_from_scale_tril, scale_tril_from_raw
+from ..variational.scale_tril import raw_from_scale_tril, scale_tril_from_raw
+from ._closure import evaluate_closure
 
 __all__ = ["NaturalGradient", "covariance_gradient"]
 
@@ -91,7 +92,7 @@ class NaturalGradient(torch.optim.Optimizer):
 
     q is stored as the mean ``m`` and a raw matrix whose strict lower
     triangle is that of L and whose diagonal is softplus^{-1} of L's (as in
-    :class:`~skbayes.nn.sparse_gp.SVGP`). :meth:`step` reads the gradients
+    :class:`~skbayes.nn.variational.SVGP`). :meth:`step` reads the gradients
     that ``loss.backward()`` left on both, turns them into the gradient with
     respect to the expectation parameters, takes the step
     theta <- theta - lr * loss_scale * d loss / d eta in the natural
@@ -107,7 +108,7 @@ class NaturalGradient(torch.optim.Optimizer):
     mean : torch.nn.Parameter of shape (M,)
         m.
     raw_scale_tril : torch.nn.Parameter of shape (M, M)
-        Raw storage of L (see :func:`~skbayes.nn.sparse_gp.scale_tril_from_raw`).
+        Raw storage of L (see :func:`~skbayes.nn.variational.scale_tril_from_raw`).
     lr : float, default=0.1
         Step size gamma in (0, 1]. 1 reaches the optimum of a conjugate
         objective in one full-batch step.
@@ -128,7 +129,7 @@ class NaturalGradient(torch.optim.Optimizer):
     one step of size 1 gives the posterior, m = (1, 0), S = diag(1/2, 1).
 
     >>> import torch
-    >>> from skbayes.nn.sparse_gp import scale_tril_from_raw
+    >>> from skbayes.nn.variational import scale_tril_from_raw
     >>> mean = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
     >>> raw = torch.nn.Parameter(torch.eye(2, dtype=torch.float64))
     >>> ngd = NaturalGradient(mean, raw, lr=1.0)
@@ -167,17 +168,10 @@ class NaturalGradient(torch.optim.Optimizer):
         ----------
         closure : callable, optional
             Re-evaluates the loss (torch's optimiser protocol); its value is
-            returned, and the step still uses the gradients already stored.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            returned (None without a closure), and the step still uses the
+            gradients already stored.
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             mean, raw = group["params"]
             if mean.grad is None and raw.grad is None:

@@ -41,9 +41,9 @@ import math
 
 import torch
 
-from .mlp import ACTIVATIONS
+from .functional import ACTIVATIONS, inverse_softplus
 
-__all__ = ["INITIALIZATIONS", "iblm_init"]
+__all__ = ["INITIALIZATIONS", "blr_mean_field", "iblm_init"]
 
 # Dirichlet label smoothing of the classification targets (Rossi 2022, Algorithm 2).
 _DIRICHLET_ALPHA = 0.01
@@ -55,10 +55,6 @@ _IBLM_MAX_ROWS = 2000
 _BLOCK = 2**22
 
 
-def _inverse_softplus(x):
-    return x + torch.log(-torch.expm1(-x))
-
-
 def _set_layer(layer, mean, std):
     """Write mean (in+1, out) and std (broadcastable) into a mean-field layer."""
     with torch.no_grad():
@@ -66,7 +62,7 @@ def _set_layer(layer, mean, std):
         std = torch.as_tensor(
             std, dtype=layer.mu.dtype, device=layer.mu.device
         ).expand_as(layer.mu)
-        layer.rho.copy_(_inverse_softplus(std))
+        layer.rho.copy_(inverse_softplus(std))
 
 
 def _propagate(network, x, n_layers, generator):

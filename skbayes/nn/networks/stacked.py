@@ -15,7 +15,7 @@ It implements the finite-member protocol of the Bayesian MLP estimators:
     The weights of the given members (all of them, in order, by default), a
     list of ``(W, b)`` per layer with W of shape (S, n_in, n_out) and b of
     shape (S, 1, n_out): the structure of
-    :meth:`skbayes.nn.BayesianMLP.sample_parameters`.
+    :meth:`skbayes.nn.networks.BayesianMLP.sample_parameters`.
 ``sample_parameters(n_samples, generator)``
     Members drawn uniformly with replacement, in the same structure.
 ``forward_with(x, parameters)``
@@ -30,81 +30,14 @@ References
    Hamiltonian Monte Carlo", ICML 2014 (Rossi 2022, section 2.4).
 """
 
-import math
-
 import torch
 from torch import nn
 
-from .mlp import ACTIVATIONS, forward_with_parameters
+from ..functional import ACTIVATIONS, feed_forward
+from ..layers import StackedLinear
+from .mlp import forward_with_parameters
 
-__all__ = ["StackedLinear", "StackedMLP"]
-
-
-class StackedLinear(nn.Module):
-    """M independent affine maps held in one tensor.
-
-    The weights of member m are ``weight[m, :-1]`` (in_features, out_features)
-    and its bias is the last row ``weight[m, -1:]`` (1, out_features), the
-    layout of :class:`~skbayes.nn.MeanFieldLinear`: one tensor per layer means
-    one optimiser slot and one kernel per step for all members.
-
-    Parameters
-    ----------
-    n_members : int
-        Number M of independent maps (>= 1).
-    in_features, out_features : int
-        Input and output widths.
-    generator : torch.Generator, optional
-        Source of the initial weights. Every member is drawn independently
-        from U(-1/sqrt(in_features), 1/sqrt(in_features)), the scale of
-        :class:`torch.nn.Linear`'s default initialisation, for the weights
-        and the bias alike.
-    device, dtype : optional
-        Where and in which precision the parameters live.
-
-    Raises
-    ------
-    ValueError
-        If ``n_members`` < 1.
-    """
-
-    def __init__(self, n_members, in_features, out_features, *, generator=None, device=None, dtype=None):
-        super().__init__()
-        if n_members < 1:
-            raise ValueError(f"n_members must be >= 1; got {n_members}.")
-        self.n_members = int(n_members)
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
-        weight = torch.empty((n_members, in_features + 1, out_features), device=device, dtype=dtype)
-        self.weight = nn.Parameter(weight.uniform_(-bound, bound, generator=generator))
-
-    def parameters_of(self, index=None):
-        """Weights and biases of the members ``index`` (all members if None).
-
-        Returns
-        -------
-        weight : torch.Tensor of shape (S, in_features, out_features)
-        bias : torch.Tensor of shape (S, 1, out_features)
-        """
-        w = self.weight if index is None else self.weight[index]
-        return w[:, :-1], w[:, -1:]
-
-    def forward(self, h):
-        """Apply member m's map to ``h[m]``.
-
-        Parameters
-        ----------
-        h : torch.Tensor of shape (n_members, n, in_features)
-
-        Returns
-        -------
-        out : torch.Tensor of shape (n_members, n, out_features)
-        """
-        return torch.baddbmm(self.weight[:, -1:], h, self.weight[:, :-1])
-
-    def extra_repr(self):
-        return f"n_members={self.n_members}, in_features={self.in_features}, out_features={self.out_features}"
+__all__ = ["StackedMLP"]
 
 
 class StackedMLP(nn.Module):
@@ -114,8 +47,8 @@ class StackedMLP(nn.Module):
     f_m(x) = W_L^m a(... a(W_1^m x + b_1^m) ...) + b_L^m with its own weights;
     all members are evaluated together, one batched matrix product per layer.
     The weights have the prior N(0, ``prior_scale``^2) on every weight and
-    bias, and :meth:`kl` returns its negative log-density (up to a
-    constant), so that ``negative_elbo(log_lik, kl(), N)`` is the
+    bias, and :meth:`neg_log_prior` returns its negative log-density (up to a
+    constant), so that ``negative_elbo(log_lik, neg_log_prior(), N)`` is the
     per-datum negative log posterior: the maximum a posteriori (MAP)
     objective of [Lakshminarayanan2017]_ with weight decay, and the energy
     U(w) / N sampled by SGHMC ([Chen2014]_).
@@ -248,13 +181,7 @@ class StackedMLP(nn.Module):
                 f"x must have shape (n, {self.layers[0].in_features}) or "
                 f"({self.n_members}, n, {self.layers[0].in_features}); got {tuple(x.shape)}."
             )
-        act = ACTIVATIONS[self.activation]
-        h = x
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = act(h)
-            h = layer(h)
-        return h
+        return feed_forward(x, self.layers, self.activation)
 
     def member_parameters(self, index=None):
         """Weights of the members ``index``, all of them in order if None.
@@ -305,7 +232,7 @@ class StackedMLP(nn.Module):
         """
         return forward_with_parameters(x, parameters, self.activation)
 
-    def member_kl(self):
+    def member_neg_log_prior(self):
         """Negative log prior of each member, tensor of shape (n_members,).
 
         sum(w^2) / (2 s^2) over the member's weights and biases: the
@@ -314,14 +241,14 @@ class StackedMLP(nn.Module):
         scale = 0.5 / self.prior_scale**2
         return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
 
-    def kl(self):
+    def neg_log_prior(self):
         """Negative log prior of all members together (their sum), a scalar in nats.
 
         Not a KL divergence: the members are point estimates, and this is the
-        penalty that makes ``negative_elbo(log_lik, kl(), N)`` the MAP
+        penalty that makes ``negative_elbo(log_lik, neg_log_prior(), N)`` the MAP
         objective (weight decay 1 / (2 N s^2) per member).
         """
-        return self.member_kl().sum()
+        return self.member_neg_log_prior().sum()
 
     def extra_repr(self):
         return f"n_members={self.n_members}, activation={self.activation!r}, prior_scale={self.prior_scale}"

@@ -23,8 +23,9 @@ sigma), so the loss that is differentiated is the data term alone.
 
 :class:`Vadam` runs this on the :class:`~skbayes.nn.MeanFieldLinear` layers of
 a :class:`~skbayes.nn.BayesianMLP`: it optimises each layer's ``mu`` and, after
-every step, writes sigma into the layer's ``rho`` (sigma = softplus(rho)), which
-it does not optimise. The network's ``sample_parameters``/``forward_with``
+every step, writes sigma into the layer's ``rho`` (sigma = softplus(rho)) under
+``torch.no_grad``, which it does not optimise and whose ``requires_grad`` it
+leaves alone. The network's ``sample_parameters``/``forward_with``
 (prediction) and ``kl`` therefore read the Vadam posterior directly.
 :func:`perturbed_nll` is the matching loss: one weight draw theta per Monte-Carlo
 sample, shared by every row of the minibatch, as in the paper.
@@ -45,14 +46,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import MeanFieldLinear
+from ..functional import inverse_softplus
+from ..layers import MeanFieldLinear, gaussian_weight_draws
+from ._closure import evaluate_closure
 
 __all__ = ["Vadam", "perturbed_nll"]
-
-
-def _inverse_softplus(x):
-    # log(exp(x) - 1), stable for small and large x.
-    return x + torch.log(-torch.expm1(-x))
 
 
 class Vadam(torch.optim.Optimizer):
@@ -68,8 +66,10 @@ class Vadam(torch.optim.Optimizer):
 
     After each :meth:`step` (and at construction) the posterior standard
     deviation sigma = (N s + lambda)^{-1/2} is written into each layer's
-    ``rho`` (as softplus^{-1}(sigma)), whose ``requires_grad`` is switched off:
-    ``rho`` is state, not a trained parameter.
+    ``rho`` (as softplus^{-1}(sigma), under ``torch.no_grad``): ``rho`` is
+    Vadam's state, not a trained parameter, so no other optimiser should
+    hold it. Its ``requires_grad`` flag is left as it is; :func:`perturbed_nll`
+    does not differentiate through sigma.
 
     Differences from Algorithm 6 as printed:
 
@@ -157,7 +157,6 @@ class Vadam(torch.optim.Optimizer):
         self._layers = layers
         with torch.no_grad():
             for group, layer in zip(self.param_groups, layers):
-                layer.rho.requires_grad_(False)
                 if initial_precision is None:
                     precision = F.softplus(layer.rho).pow(-2)
                 else:
@@ -182,7 +181,7 @@ class Vadam(torch.optim.Optimizer):
     def sync_posterior(self):
         """Write sigma = (N s + lambda)^{-1/2} into every layer's ``rho``."""
         for group, layer in zip(self.param_groups, self._layers):
-            layer.rho.copy_(_inverse_softplus(self._precision(group, layer).rsqrt()))
+            layer.rho.copy_(inverse_softplus(self._precision(group, layer).rsqrt()))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -191,17 +190,10 @@ class Vadam(torch.optim.Optimizer):
         Parameters
         ----------
         closure : callable, optional
-            Re-evaluates the loss (with gradients) and returns it.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            Re-evaluates the loss (with gradients) and returns it; the
+            step hands it back (None without a closure).
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group, layer in zip(self.param_groups, self._layers):
             mu = layer.mu
             if mu.grad is None:
@@ -237,7 +229,7 @@ def perturbed_nll(network, likelihood, x, y, n_samples=1, generator=None):
     Parameters
     ----------
     network : BayesianMLP
-        With mean-field layers; ``sample_parameters`` and ``forward_with``.
+        With mean-field layers (``mu``, ``rho``) and ``forward_with``.
     likelihood : module with ``log_prob(y, f) -> (..., n)``
     x : torch.Tensor of shape (n, n_features)
     y : torch.Tensor of shape (n, k)
@@ -253,5 +245,11 @@ def perturbed_nll(network, likelihood, x, y, n_samples=1, generator=None):
     loss : torch.Tensor, scalar
         -(1 / (n_samples n)) sum_s sum_i log p(y_i | x_i, theta_s), in nats.
     """
-    f = network.forward_with(x, network.sample_parameters(n_samples, generator))
+    # sigma is Vadam's state: draw theta = mu + sigma * eps with sigma held
+    # fixed, so that backward reaches mu only
+    parameters = [
+        gaussian_weight_draws(layer.mu, F.softplus(layer.rho).detach(), n_samples, generator)
+        for layer in network.layers
+    ]
+    f = network.forward_with(x, parameters)
     return -likelihood.log_prob(y, f).mean()

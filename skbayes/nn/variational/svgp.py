@@ -24,10 +24,10 @@ The evidence lower bound is ([Hensman2013]_, section 3; Rossi 2022, eq. 6.2)
 which splits over data points, so that a minibatch gives an unbiased estimate
 (:func:`~skbayes.nn.negative_elbo`). For Gaussian noise the expectation is in
 closed form, E_q[log N(y | f, sigma^2)] = log N(y | mu, sigma^2) - s^2 /
-(2 sigma^2), and so is the optimal q(v) for fixed hyperparameters
+(2 sigma^2) (:meth:`~skbayes.nn.GaussianLikelihood.expected_log_prob`), and so is the optimal q(v) for fixed hyperparameters
 ([Titsias2009]_; Rossi 2022, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
 
-Two objectives are implemented (:func:`expected_log_lik`). ``"vfe"`` is the
+Two objectives are implemented (:meth:`SVGP.expected_log_lik`). ``"vfe"`` is the
 bound above, the *expectation of the log* of the likelihood under q(f_n),
 whose conditional p(f_n | u) has variance k_nn - Q_nn. ``"fitc"`` is the
 *log of the expectation* over the FITC conditional (Rossi 2022, eqs. 6.5 and
@@ -67,167 +67,21 @@ References
    probabilistic deep models", PhD thesis, 2022, chapter 6.
 """
 
-import math
-
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from .kernels import _inverse_softplus
+from ..divergences import kl_standard_normal_mvn
+from ..functional import inverse_softplus
+from ..linalg import cholesky
+from .scale_tril import raw_from_scale_tril, scale_tril_from_raw
 
-__all__ = [
-    "OBJECTIVES",
-    "SVGP",
-    "cholesky",
-    "expected_log_lik",
-    "raw_from_scale_tril",
-    "scale_tril_from_raw",
-]
+__all__ = ["OBJECTIVES", "SVGP"]
 
-# The training objectives of expected_log_lik.
+# The training objectives of SVGP.expected_log_lik.
 OBJECTIVES = ("vfe", "fitc")
-_LOG_2PI = math.log(2.0 * math.pi)
 
 # Relative jitter added to K_zz before its Cholesky factorisation.
 _JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
-
-
-def cholesky(matrix, jitter=1e-6, max_tries=4):
-    """Lower Cholesky factor of a symmetric positive (semi-)definite matrix.
-
-    Adds ``jitter * mean(diag(matrix))`` to the diagonal, and if the
-    factorisation still fails retries with ten times more, ``max_tries``
-    times in all (the psd-safe Cholesky of GPyTorch and GPflow).
-
-    Parameters
-    ----------
-    matrix : torch.Tensor of shape (n, n)
-    jitter : float, default=1e-6
-        First relative jitter. 0 first tries the matrix as it is, then the
-        relative jitters 1e-6, 1e-5, ...
-    max_tries : int, default=4
-        Number of factorisations tried.
-
-    Returns
-    -------
-    chol : torch.Tensor of shape (n, n)
-        Lower-triangular, ``chol @ chol.T = matrix + j * mean(diag) * I``
-        with j the first relative jitter that worked.
-
-    Raises
-    ------
-    ValueError
-        If the matrix is not positive definite even with the largest jitter;
-        the message names the usual fixes.
-    """
-    scale = matrix.diagonal().mean().detach().clamp_min(torch.finfo(matrix.dtype).tiny)
-    eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
-    if jitter > 0:
-        jitters = [jitter * 10**k for k in range(max_tries)]
-    else:
-        jitters = [0.0] + [1e-6 * 10**k for k in range(max_tries - 1)]
-    for relative in jitters:
-        chol, info = torch.linalg.cholesky_ex(matrix + relative * scale * eye)
-        if not info.any():
-            return chol
-    raise ValueError(
-        f"The {matrix.shape[-1]}x{matrix.shape[-1]} covariance matrix is not positive "
-        f"definite even with a jitter of {relative:.0e} x its mean diagonal "
-        f"(dtype {str(matrix.dtype).removeprefix('torch.')}). Inducing points that "
-        "(nearly) coincide, or length-scales far longer than the spread of X, cause "
-        "this: use dtype='float64', fewer inducing points (n_inducing), or "
-        "standardise X (e.g. with StandardScaler)."
-    )
-
-
-def expected_log_lik(y, f_mean, cond_var, q_var, noise_var, objective="vfe"):
-    r"""Per-point data term of the VFE or the FITC objective.
-
-    With q(f_n) = N(mu_n, s_n^2), s_n^2 = cond_var_n + q_var_n, where
-    cond_var_n = k_nn - a_n^T a_n is the variance of p(f_n | u) and
-    q_var_n = a_n^T S a_n the part due to q(v):
-
-    ``"vfe"`` (expectation of the log; [Hensman2013]_, section 3; Rossi 2022,
-    eq. 6.2)
-
-    .. math::
-
-        \mathbb E_{q(f_n)}[\log \mathcal N(y_n \mid f_n, \sigma^2)]
-        = \log \mathcal N(y_n \mid \mu_n, \sigma^2)
-          - \frac{s_n^2}{2\sigma^2};
-
-    ``"fitc"`` (log of the expectation over p(f_n | u), Rossi 2022, eqs. 6.5
-    and 6.12, then the expectation over q(v))
-
-    .. math::
-
-        \mathbb E_{q(v)}\big[\log \mathcal N(y_n \mid \tilde\mu_n(v),
-        \beta_n)\big] = \log \mathcal N(y_n \mid \mu_n, \beta_n)
-          - \frac{q\_var_n}{2\beta_n}, \qquad
-        \beta_n = \sigma^2 + cond\_var_n,
-
-    i.e. Rossi 2022, eq. 6.16 (the heteroskedastic form of [Titsias2009]_,
-    appendix C). Both are exact (no Monte Carlo) and split over points.
-
-    Parameters
-    ----------
-    y, f_mean, cond_var, q_var : torch.Tensor of shape (n,)
-        Targets; mean of q(f_n); k_nn - a_n^T a_n (>= 0); a_n^T S a_n.
-    noise_var : torch.Tensor or float
-        Noise variance sigma^2 > 0 (a scalar).
-    objective : {"vfe", "fitc"}, default="vfe"
-
-    Returns
-    -------
-    expected_log_lik : torch.Tensor of shape (n,)
-        In nats.
-
-    Raises
-    ------
-    ValueError
-        If ``objective`` is not one of :data:`OBJECTIVES`.
-    """
-    if objective == "vfe":
-        var, penalty = noise_var, cond_var + q_var
-    elif objective == "fitc":
-        var, penalty = noise_var + cond_var, q_var
-    else:
-        raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
-    var = torch.as_tensor(var, dtype=f_mean.dtype, device=f_mean.device)
-    return -0.5 * (_LOG_2PI + var.log() + ((y - f_mean).square() + penalty) / var)
-
-
-def scale_tril_from_raw(raw):
-    """L from its raw storage: strict lower triangle as is, softplus of the diagonal.
-
-    Parameters
-    ----------
-    raw : torch.Tensor of shape (M, M)
-        The upper triangle is ignored.
-
-    Returns
-    -------
-    scale_tril : torch.Tensor of shape (M, M)
-        Lower-triangular with a positive diagonal.
-    """
-    return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal()))
-
-
-def raw_from_scale_tril(scale_tril):
-    """Inverse of :func:`scale_tril_from_raw` (upper triangle set to 0).
-
-    Parameters
-    ----------
-    scale_tril : torch.Tensor of shape (M, M)
-        Lower-triangular with a positive diagonal.
-
-    Returns
-    -------
-    raw : torch.Tensor of shape (M, M)
-    """
-    raw = torch.tril(scale_tril, -1)
-    raw.diagonal().copy_(_inverse_softplus(scale_tril.diagonal()).to(raw.dtype))
-    return raw
 
 
 class SVGP(nn.Module):
@@ -253,7 +107,7 @@ class SVGP(nn.Module):
     learn_mean : bool, default=True
         Make the constant mean trainable (only with ``mean="constant"``).
     jitter : float, optional
-        Relative jitter of the Cholesky of K_zz (see :func:`cholesky`);
+        Relative jitter of the Cholesky of K_zz (see :func:`~skbayes.nn.linalg.cholesky`);
         default 1e-6 in float64 and 1e-4 in float32.
     device, dtype : optional
         Where and in which precision the parameters live.
@@ -303,7 +157,7 @@ class SVGP(nn.Module):
         else:
             self.register_buffer("inducing_points", inducing)
         self.q_mean = nn.Parameter(torch.zeros(n_inducing, **factory))
-        raw_one = float(_inverse_softplus(1.0))
+        raw_one = inverse_softplus(1.0)
         self.raw_q_scale_tril = nn.Parameter(torch.eye(n_inducing, **factory) * raw_one)
         constant = torch.zeros((), **factory)
         if mean == "constant" and learn_mean:
@@ -386,25 +240,65 @@ class SVGP(nn.Module):
         mean = a.T @ self.q_mean + self.mean_constant
         return mean, self.kernel(x, x) - a.T @ a + b.T @ b
 
-    def expected_log_lik(self, x, y, noise_var, objective="vfe"):
-        """Data term of the objective at each row; see :func:`expected_log_lik`.
+    def expected_log_lik(self, x, y, likelihood, objective="vfe"):
+        r"""Per-point data term of the VFE or the FITC objective.
+
+        With q(f_n) = N(mu_n, s_n^2), s_n^2 = cond_var_n + q_var_n, where
+        cond_var_n = k_nn - a_n^T a_n is the variance of p(f_n | u) and
+        q_var_n = a_n^T S a_n the part due to q(v) (:meth:`marginals`), both
+        are the Gaussian expectation of a Gaussian log-density, which the
+        likelihood computes (:meth:`~skbayes.nn.GaussianLikelihood.expected_log_prob`);
+        the objective decides which variances enter:
+
+        ``"vfe"`` (expectation of the log; [Hensman2013]_, section 3; Rossi 2022,
+        eq. 6.2): the whole variance s_n^2 is averaged over,
+
+        .. math::
+
+            \mathbb E_{q(f_n)}[\log \mathcal N(y_n \mid f_n, \sigma^2)]
+            = \log \mathcal N(y_n \mid \mu_n, \sigma^2)
+              - \frac{s_n^2}{2\sigma^2};
+
+        ``"fitc"`` (log of the expectation over p(f_n | u), Rossi 2022, eqs. 6.5
+        and 6.12, then the expectation over q(v)): the conditional variance
+        joins the noise and only q_var_n is averaged over,
+
+        .. math::
+
+            \mathbb E_{q(v)}\big[\log \mathcal N(y_n \mid \tilde\mu_n(v),
+            \beta_n)\big] = \log \mathcal N(y_n \mid \mu_n, \beta_n)
+              - \frac{q\_var_n}{2\beta_n}, \qquad
+            \beta_n = \sigma^2 + cond\_var_n,
+
+        i.e. Rossi 2022, eq. 6.16 (the heteroskedastic form of [Titsias2009]_,
+        appendix C). Both are exact (no Monte Carlo) and split over points.
 
         Parameters
         ----------
         x : torch.Tensor of shape (n, d)
         y : torch.Tensor of shape (n,)
-        noise_var : torch.Tensor or float
-            sigma^2.
+        likelihood : GaussianLikelihood
+            With one output; its noise variance is sigma^2.
         objective : {"vfe", "fitc"}, default="vfe"
 
         Returns
         -------
         expected_log_lik : torch.Tensor of shape (n,)
-        """
-        mean, cond_var, q_var = self.marginals(x)
-        return expected_log_lik(y, mean, cond_var, q_var, noise_var, objective)
+            In nats.
 
-    def loss(self, x, y, noise_var, n_data, objective="vfe"):
+        Raises
+        ------
+        ValueError
+            If ``objective`` is not one of :data:`OBJECTIVES`.
+        """
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
+        mean, cond_var, q_var = (t[:, None] for t in self.marginals(x))
+        if objective == "vfe":
+            return likelihood.expected_log_prob(y[:, None], mean, cond_var + q_var)
+        return likelihood.expected_log_prob(y[:, None], mean, q_var, added_noise_var=cond_var)
+
+    def loss(self, x, y, likelihood, n_data, objective="vfe"):
         r"""Per-datum negative objective of one minibatch.
 
         .. math::
@@ -412,37 +306,26 @@ class SVGP(nn.Module):
             -\frac1{|B|} \sum_{n \in B} \ell_n
             + \frac{\mathrm{KL}(q(v) \,\|\, \mathcal N(0, I))}{N},
 
-        with l_n from :func:`expected_log_lik`: an unbiased estimate of
+        with l_n from :meth:`expected_log_lik`: an unbiased estimate of
         minus the objective divided by N, whatever the batch size B
         ([Hensman2013]_; Rossi 2022, eq. 6.2, and eq. 6.16 for ``"fitc"``).
 
         Parameters
         ----------
-        x : torch.Tensor of shape (B, d)
-        y : torch.Tensor of shape (B,)
-        noise_var : torch.Tensor or float
-            sigma^2.
+        x, y, likelihood, objective
+            The minibatch (B rows), as for :meth:`expected_log_lik`.
         n_data : int
             N, the number of rows the objective sums over.
-        objective : {"vfe", "fitc"}, default="vfe"
 
         Returns
         -------
         loss : torch.Tensor, scalar
         """
-        return -self.expected_log_lik(x, y, noise_var, objective).mean() + self.kl() / n_data
+        return -self.expected_log_lik(x, y, likelihood, objective).mean() + self.kl() / n_data
 
     def kl(self):
-        r"""KL(N(m, S) || N(0, I)) in nats, a scalar.
-
-        .. math::
-
-            \tfrac12 \left(\mathrm{tr}\, S + m^\top m - M - \log\det S\right),
-            \qquad \log\det S = 2 \textstyle\sum_i \log L_{ii}.
-        """
-        tril = self.q_scale_tril
-        log_det = 2.0 * tril.diagonal().log().sum()
-        return 0.5 * (tril.square().sum() + self.q_mean.square().sum() - self.n_inducing - log_det)
+        """KL(N(m, S) || N(0, I)) in nats, a scalar (:func:`~skbayes.nn.divergences.kl_standard_normal_mvn`)."""
+        return kl_standard_normal_mvn(self.q_mean, self.q_scale_tril)
 
     @torch.no_grad()
     def set_optimal_q_(self, x, y, noise_var, block_size=4096, objective="vfe"):

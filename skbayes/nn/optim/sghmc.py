@@ -1,4 +1,4 @@
-r"""Stochastic-gradient Hamiltonian Monte Carlo and the split-R-hat diagnostic.
+r"""Stochastic-gradient Hamiltonian Monte Carlo (SGHMC).
 
 SGHMC (Chen et al. 2014) samples from p(w | D) ∝ exp(-U(w)) with the
 minibatch energy
@@ -56,16 +56,15 @@ References
    probabilistic deep models", PhD thesis, 2022, section 2.4.
 .. [Springenberg2016] J. T. Springenberg, A. Klein, S. Falkner and F. Hutter,
    "Bayesian optimization with robust Bayesian neural networks", NeurIPS 2016.
-.. [Gelman2013] A. Gelman, J. B. Carlin, H. S. Stern, D. B. Dunson,
-   A. Vehtari and D. B. Rubin, "Bayesian data analysis", 3rd edition, 2013,
-   section 11.4 (split R-hat).
 """
 
 import math
 
 import torch
 
-__all__ = ["SGHMC", "split_rhat"]
+from ._closure import evaluate_closure
+
+__all__ = ["SGHMC"]
 
 
 class SGHMC(torch.optim.Optimizer):
@@ -166,17 +165,10 @@ class SGHMC(torch.optim.Optimizer):
         Parameters
         ----------
         closure : callable, optional
-            Re-evaluates the loss and its gradients, returns the loss.
-
-        Returns
-        -------
-        loss : torch.Tensor or None
-            What ``closure`` returned.
+            Re-evaluates the loss and its gradients, returns the loss, which
+            the step returns too (None without a closure).
         """
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             lr, alpha, n_data = group["lr"], group["friction"], group["n_data"]
             for p in group["params"]:
@@ -213,58 +205,3 @@ class SGHMC(torch.optim.Optimizer):
                 v.mul_(1.0 - alpha).sub_(eta * grad).add_(xi * noise_var.sqrt())
                 p.add_(v)
         return loss
-
-
-def split_rhat(draws):
-    r"""Classic split R-hat of scalar draws from several chains.
-
-    Each chain is cut into its first and second halves (the middle draw is
-    dropped when the length is odd), giving m = 2 n_chains sequences of
-    length n; with B the between-sequence and W the mean within-sequence
-    variance ([Gelman2013]_, section 11.4, eqs. 11.2-11.4):
-
-    .. math::
-
-        \widehat{\mathrm{var}}^+ = \frac{n - 1}{n} W + \frac{B}{n}, \qquad
-        \hat R = \sqrt{\widehat{\mathrm{var}}^+ / W}.
-
-    R-hat near 1 says the sequences look like draws from one distribution;
-    values above about 1.1 (1.05 in Rossi 2022, chapter 4) flag chains
-    that have not mixed or are still drifting. This is the rank-free form
-    (no rank normalisation or folding).
-
-    Parameters
-    ----------
-    draws : torch.Tensor of shape (n_chains, n_draws) or (n_chains, n_draws, ...)
-        Draws of one or several scalars; trailing axes are separate scalars.
-        One chain is allowed (its two halves are compared).
-
-    Returns
-    -------
-    rhat : torch.Tensor of shape () or (...)
-        NaN for a scalar with no within-sequence variance (W = 0), except
-        1 when B = 0 as well (all draws equal).
-
-    Raises
-    ------
-    ValueError
-        If there are fewer than 4 draws per chain.
-    """
-    draws = torch.as_tensor(draws)
-    if not draws.is_floating_point():
-        draws = draws.double()
-    if draws.dim() < 2:
-        raise ValueError(f"draws must have shape (n_chains, n_draws, ...); got {tuple(draws.shape)}.")
-    n_draws = draws.shape[1]
-    if n_draws < 4:
-        raise ValueError(f"split R-hat needs at least 4 draws per chain; got {n_draws}.")
-    n = n_draws // 2
-    halves = torch.cat([draws[:, :n], draws[:, n_draws - n :]], dim=0)
-    chain_means = halves.mean(dim=1)
-    between = n * chain_means.var(dim=0, unbiased=True)
-    within = halves.var(dim=1, unbiased=True).mean(dim=0)
-    var_plus = (n - 1) / n * within + between / n
-    rhat = torch.sqrt(var_plus / within)
-    constant = (within == 0) & (between == 0)
-    rhat = torch.where(constant, torch.ones_like(rhat), rhat)
-    return torch.where((within == 0) & ~constant, torch.full_like(rhat, math.nan), rhat)

@@ -38,19 +38,17 @@ References
    with a constrained variational framework", ICLR 2017.
 """
 
-import math
-
 import torch
 from torch import nn
+from torch.distributions import Normal, kl_divergence
 from torch.nn import functional as F
 
-from .divergences import kl_normal_normal
-from .likelihoods import GaussianLikelihood
-from .mlp import ACTIVATIONS
+from ..functional import gaussian_log_prob
+from ..likelihoods import BernoulliLikelihood, GaussianLikelihood
+from .mlp import MLP
 
-__all__ = ["BernoulliLikelihood", "VAEModule", "kl_standard_normal"]
+__all__ = ["VAEModule", "kl_standard_normal"]
 
-_LOG_2PI = math.log(2.0 * math.pi)
 # Floor on the encoder's standard deviation, so that log sigma stays finite.
 _STD_FLOOR = 1e-6
 
@@ -69,85 +67,8 @@ def kl_standard_normal(mu, sigma):
     -------
     kl : torch.Tensor of shape (..., n)
     """
-    return kl_normal_normal(mu, sigma, 0.0, 1.0).sum(-1)
-
-
-def log_standard_normal(z):
-    """log N(z | 0, I) of each row, shape (..., n) for z of shape (..., n, k)."""
-    return (-0.5 * z * z - 0.5 * _LOG_2PI).sum(-1)
-
-
-class BernoulliLikelihood(nn.Module):
-    """Independent Bernoulli pixels with logits f: log p(x | f) = -BCE(f, x).
-
-    For x in [0, 1] that is not binary this is the usual cross-entropy
-    objective, not a normalised density on [0, 1].
-    """
-
-    def log_prob(self, x, f):
-        """Log-probability of each row, summed over features.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (n, d)
-            Observations in [0, 1].
-        f : torch.Tensor of shape (..., n, d)
-            Logits.
-
-        Returns
-        -------
-        log_prob : torch.Tensor of shape (..., n)
-            In nats.
-        """
-        x = x.expand_as(f)
-        return -F.binary_cross_entropy_with_logits(f, x, reduction="none").sum(-1)
-
-    @staticmethod
-    def mean(f):
-        """Success probabilities sigmoid(f)."""
-        return torch.sigmoid(f)
-
-
-def _linear(n_in, n_out, generator, factory):
-    # torch.nn.Linear's default scale, U(-1/sqrt(fan_in), 1/sqrt(fan_in)), drawn
-    # from an explicit generator; skip_init avoids touching the global RNG.
-    layer = torch.nn.utils.skip_init(nn.Linear, n_in, n_out, **factory)
-    bound = 1.0 / math.sqrt(n_in)
-    with torch.no_grad():
-        layer.weight.uniform_(-bound, bound, generator=generator)
-        layer.bias.uniform_(-bound, bound, generator=generator)
-    return layer
-
-
-class MLP(nn.Module):
-    """Deterministic multi-layer perceptron, a non-linearity between layers.
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        Widths ``[n_in, *hidden, n_out]``.
-    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
-    generator : torch.Generator, optional
-        Source of the random initial weights.
-    device, dtype : optional
-    """
-
-    def __init__(self, sizes, activation="relu", *, generator=None, device=None, dtype=None):
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.layers = nn.ModuleList(
-            _linear(a, b, generator, factory) for a, b in zip(sizes[:-1], sizes[1:])
-        )
-        self.activation = activation
-
-    def forward(self, h):
-        """Map (..., n_in) to (..., n_out)."""
-        act = ACTIVATIONS[self.activation]
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = act(h)
-            h = layer(h)
-        return h
+    standard = Normal(torch.zeros((), dtype=mu.dtype, device=mu.device), 1.0, validate_args=False)
+    return kl_divergence(Normal(mu, sigma, validate_args=False), standard).sum(-1)
 
 
 def _with_condition(h, c):
@@ -293,5 +214,7 @@ class VAEModule(nn.Module):
         """
         mu, sigma = self.encode(x, c)
         z = mu + sigma * eps
-        log_q = (-0.5 * eps * eps - torch.log(sigma) - 0.5 * _LOG_2PI).sum(-1)
-        return self.log_likelihood(x, self.decode(z, c)) + log_standard_normal(z) - log_q
+        # log N(z | mu, sigma^2) with (z - mu) / sigma = eps, and log N(z | 0, I)
+        log_q = (gaussian_log_prob(eps) - torch.log(sigma)).sum(-1)
+        log_prior = gaussian_log_prob(z).sum(-1)
+        return self.log_likelihood(x, self.decode(z, c)) + log_prior - log_q

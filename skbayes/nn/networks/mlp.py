@@ -1,4 +1,10 @@
-"""Multi-layer perceptron built from Bayesian layers.
+"""Multi-layer perceptrons: Bayesian (a stack of Bayesian layers) and deterministic.
+
+:class:`BayesianLayerStack` is the prediction protocol shared by every network
+of Bayesian layers (:class:`BayesianMLP`, :class:`~skbayes.nn.networks.PBPNetwork`);
+:func:`forward_with_parameters` evaluates any MLP under a stack of weight
+draws; :class:`MLP` is the plain deterministic network of the VAE's encoder
+and decoder.
 
 References
 ----------
@@ -11,16 +17,15 @@ References
 import torch
 from torch import nn
 
-from .layers import DropoutLinear, MeanFieldLinear
+from ..functional import feed_forward, uniform_init
+from ..layers import DropoutLinear, MeanFieldLinear
 
-__all__ = ["ACTIVATIONS", "BayesianLayerStack", "BayesianMLP", "forward_with_parameters"]
+__all__ = ["MLP", "BayesianLayerStack", "BayesianMLP", "forward_with_parameters"]
 
-ACTIVATIONS = {
-    "relu": torch.relu,
-    "tanh": torch.tanh,
-    "logistic": torch.sigmoid,
-    "identity": lambda x: x,
-}
+
+def _affine(parameters, h):
+    weight, bias = parameters
+    return torch.baddbmm(bias, h, weight)
 
 
 def forward_with_parameters(x, parameters, activation="relu"):
@@ -33,21 +38,15 @@ def forward_with_parameters(x, parameters, activation="relu"):
         Per layer, W of shape (S, n_in, n_out) and b of shape (S, 1, n_out),
         e.g. from :meth:`BayesianMLP.sample_parameters`.
     activation : str, default="relu"
-        Key of :data:`ACTIVATIONS`, applied between layers.
+        Key of :data:`~skbayes.nn.functional.ACTIVATIONS`, applied between layers.
 
     Returns
     -------
     f : torch.Tensor of shape (S, n, n_outputs)
         One function evaluation per draw; row i depends only on x[i].
     """
-    act = ACTIVATIONS[activation]
     n_draws = parameters[0][0].shape[0]
-    h = x.expand(n_draws, *x.shape)
-    for i, (weight, bias) in enumerate(parameters):
-        if i:
-            h = act(h)
-        h = torch.baddbmm(bias, h, weight)
-    return h
+    return feed_forward(x.expand(n_draws, *x.shape), parameters, activation, _affine)
 
 
 class BayesianLayerStack(nn.Module):
@@ -56,7 +55,7 @@ class BayesianLayerStack(nn.Module):
     Subclasses set ``self.layers`` (an :class:`~torch.nn.ModuleList` of layers
     with ``forward(x, generator, sample)`` and ``sample_parameters(n,
     generator)``, see :mod:`skbayes.nn.layers`) and ``self.activation`` (a key
-    of :data:`ACTIVATIONS`); the estimators predict through
+    of :data:`~skbayes.nn.functional.ACTIVATIONS`); the estimators predict through
     :meth:`sample_parameters` and :meth:`forward_with`.
     """
 
@@ -74,13 +73,9 @@ class BayesianLayerStack(nn.Module):
         -------
         f : torch.Tensor of shape (..., n, n_outputs)
         """
-        act = ACTIVATIONS[self.activation]
-        h = x
-        for i, layer in enumerate(self.layers):
-            if i:
-                h = act(h)
-            h = layer(h, generator=generator, sample=sample)
-        return h
+        return feed_forward(
+            x, self.layers, self.activation, lambda layer, h: layer(h, generator=generator, sample=sample)
+        )
 
     def sample_parameters(self, n_samples, generator=None):
         """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
@@ -176,3 +171,39 @@ class BayesianMLP(BayesianLayerStack):
     def kl(self):
         """KL(q || p) of all the weights, a scalar in nats."""
         return sum(layer.kl() for layer in self.layers)
+
+
+def _linear(n_in, n_out, generator, factory):
+    # torch.nn.Linear with its default scale drawn from an explicit generator;
+    # skip_init avoids touching the global RNG.
+    layer = torch.nn.utils.skip_init(nn.Linear, n_in, n_out, **factory)
+    with torch.no_grad():
+        layer.weight.copy_(uniform_init(layer.weight.shape, n_in, generator, **factory))
+        layer.bias.copy_(uniform_init(layer.bias.shape, n_in, generator, **factory))
+    return layer
+
+
+class MLP(nn.Module):
+    """Deterministic multi-layer perceptron, a non-linearity between layers.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Widths ``[n_in, *hidden, n_out]``.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+    generator : torch.Generator, optional
+        Source of the random initial weights.
+    device, dtype : optional
+    """
+
+    def __init__(self, sizes, activation="relu", *, generator=None, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.layers = nn.ModuleList(
+            _linear(a, b, generator, factory) for a, b in zip(sizes[:-1], sizes[1:])
+        )
+        self.activation = activation
+
+    def forward(self, h):
+        """Map (..., n_in) to (..., n_out)."""
+        return feed_forward(h, self.layers, self.activation)

@@ -1,0 +1,43 @@
+"""Linear layers, one module per kind of weight posterior.
+
+The Bayesian layers share one protocol, used by
+:class:`~skbayes.nn.networks.BayesianLayerStack`:
+
+``forward(x, generator=None, sample=True)``
+    Training-time pass, ``x`` of shape (..., in_features) -> (..., out_features),
+    with fresh noise for every row (one Monte-Carlo draw per datum, Gal 2016
+    eq. 3.7). ``sample=False`` propagates the mean weights.
+``sample_parameters(n_samples, generator)``
+    ``n_samples`` draws of the weights, shared by all rows: a weight tensor of
+    shape (n_samples, in_features, out_features) and a bias of shape
+    (n_samples, 1, out_features). Prediction uses these, so that a row's
+    prediction does not depend on which other rows are in the batch.
+``kl()``
+    KL(q || p) of the layer's parameters, a scalar in nats.
+
+Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
+
+* :mod:`.mean_field`: :class:`MeanFieldLinear`, a factorised Gaussian
+  (Bayes by Backprop), and the Gaussian sampling helpers
+  :func:`local_reparameterization` and :func:`gaussian_weight_draws`.
+* :mod:`.dropout`: :class:`DropoutLinear`, MC dropout and its KL-condition
+  penalty.
+* :mod:`.pbp`: :class:`PBPLinear`, the moment-storing layer of probabilistic
+  backpropagation.
+* :mod:`.stacked`: :class:`StackedLinear`, M deterministic affine maps in one
+  tensor (deep ensembles, kept MCMC samples).
+"""
+
+from .dropout import DropoutLinear
+from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
+from .pbp import PBPLinear
+from .stacked import StackedLinear
+
+__all__ = [
+    "DropoutLinear",
+    "MeanFieldLinear",
+    "PBPLinear",
+    "StackedLinear",
+    "gaussian_weight_draws",
+    "local_reparameterization",
+]

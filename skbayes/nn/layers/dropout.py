@@ -1,0 +1,95 @@
+"""Linear layer with dropout on its inputs, read as variational inference (MC dropout).
+
+The layer protocol is described in :mod:`skbayes.nn.layers`; the KL term is
+the KL-condition weight penalty of [Gal2016]_.
+
+References
+----------
+.. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016, chapter 3
+   (Gal 2016).
+"""
+
+import torch
+from torch import nn
+
+from ..functional import uniform_init
+
+__all__ = ["DropoutLinear"]
+
+
+class DropoutLinear(nn.Module):
+    r"""Linear layer with dropout on its inputs, read as variational inference.
+
+    Dropping input unit i zeroes row i of W, so dropout is a Bernoulli
+    variational distribution over the rows of W ([Gal2016]_, section 3.2.3).
+    With a N(0, l^{-2}) prior (``prior_scale`` = 1/l) the KL term is, up to a
+    constant, (1-p) l^2/2 ||M||^2 for the unscaled mean weights M
+    ([Gal2016]_, eqs. 3.12-3.13). PyTorch-style *inverted* dropout stores
+    M' = (1-p) M and scales kept units by 1/(1-p), so in terms of the stored
+    weights the penalty is
+
+    .. math::
+
+        \mathrm{KL} \approx \frac{l^2}{2(1-p)} \lVert M' \rVert^2
+                          + \frac{l^2}{2} \lVert b \rVert^2,
+
+    a factor 1/(1-p)^2 away from the unscaled form (Gal 2016, section 3.2.3, with the inverted-dropout
+    scaling). Divided by N, as in :func:`~skbayes.nn.negative_elbo`, this
+    is the weight decay lambda = l^2 / (2 N (1-p)) of the Gaussian
+    log-likelihood objective (eq. 3.14 with the likelihood's own precision).
+
+    Parameters
+    ----------
+    in_features, out_features : int
+        Input and output widths.
+    dropout_rate : float, default=0.01
+        Probability p in [0, 1) of *dropping* an input unit.
+    prior_scale : float, default=1.0
+        Prior standard deviation 1/l of the weights.
+    generator : torch.Generator, optional
+        Source of the random initial weights.
+    device, dtype : optional
+        Where and in which precision the parameters live.
+    """
+
+    def __init__(
+        self, in_features, out_features, *, dropout_rate=0.01, prior_scale=1.0, generator=None, device=None, dtype=None
+    ):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.in_features = in_features
+        self.out_features = out_features
+        self.dropout_rate = float(dropout_rate)
+        self.prior_scale = float(prior_scale)
+        self.weight = nn.Parameter(uniform_init((in_features, out_features), in_features, generator, **factory))
+        self.bias = nn.Parameter(uniform_init((out_features,), in_features, generator, **factory))
+
+    def _mask(self, shape, generator, like):
+        keep = 1.0 - self.dropout_rate
+        u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+        return (u < keep).to(like.dtype) / keep
+
+    def forward(self, x, generator=None, sample=True):
+        """Training-time pass, a fresh dropout mask for every row (``sample=False``: no dropout).
+
+        Shapes as in the layer protocol of :mod:`skbayes.nn.layers`.
+        """
+        if sample and self.dropout_rate > 0:
+            x = x * self._mask(x.shape, generator, x)
+        return torch.matmul(x, self.weight) + self.bias
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` dropout masks applied to the weights, each shared by all rows (layer protocol)."""
+        weight = self.weight.expand(n_samples, *self.weight.shape)
+        if self.dropout_rate > 0:
+            weight = weight * self._mask((n_samples, self.in_features, 1), generator, self.weight)
+        bias = self.bias.expand(n_samples, 1, self.out_features)
+        return weight, bias
+
+    def kl(self):
+        """KL-condition penalty l^2/(2(1-p)) ||W||^2 + l^2/2 ||b||^2 ([Gal2016]_ eq. 3.13,
+        inverted-dropout form), a scalar in nats up to a constant."""
+        l2 = 1.0 / self.prior_scale**2
+        return 0.5 * l2 / (1.0 - self.dropout_rate) * self.weight.pow(2).sum() + (
+            0.5 * l2 * self.bias.pow(2).sum()
+        )

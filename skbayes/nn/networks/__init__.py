@@ -1,0 +1,28 @@
+"""Networks: stacks of layers with the prediction protocols of the estimators.
+
+* :mod:`.mlp`: :class:`BayesianLayerStack` (the protocol), :class:`BayesianMLP`
+  (mean-field or MC-dropout layers), :func:`forward_with_parameters` and the
+  deterministic :class:`MLP`.
+* :mod:`.stacked`: :class:`StackedMLP`, M deterministic MLPs in one batched
+  pass (deep ensembles, kept SGHMC samples).
+* :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
+  backpropagation with its Gamma hyper-posteriors.
+* :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
+  (conditional) variational autoencoder.
+"""
+
+from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
+from .pbp import PBPNetwork, RowMoments
+from .stacked import StackedMLP
+from .vae import VAEModule
+
+__all__ = [
+    "MLP",
+    "BayesianLayerStack",
+    "BayesianMLP",
+    "PBPNetwork",
+    "RowMoments",
+    "StackedMLP",
+    "VAEModule",
+    "forward_with_parameters",
+]

@@ -1,0 +1,343 @@
+r"""The network of probabilistic backpropagation (PBP) for ReLU regression.
+
+PBP (Hernández-Lobato & Adams 2015, [HernandezLobato2015]_; Cinelli 2019,
+section 3.4, Algorithm 3) keeps a fully factorised Gaussian posterior
+q(w) = prod N(w | m, v) over the weights of a ReLU network and Gamma
+posteriors over the precision lambda of the weight prior N(w | 0, 1/lambda)
+and the precision gamma of the Gaussian observation noise. There is no
+learning rate: every training row is a likelihood factor that is included by
+assumed density filtering (ADF), i.e. by matching the moments of
+q(w) N(y | f(x, w), 1/gamma). Z, the probability of a row under q, is
+approximated by forward moment propagation (:meth:`PBPNetwork.moments`,
+Cinelli 2019, eqs. 3.38-3.43, with :func:`~skbayes.nn.functional.relu_moments`);
+the update of the weights given the gradients of log Z is
+:class:`~skbayes.nn.optim.PBPOptimizer`. This module holds the network, its
+log Z, the ADF update of q(gamma) (:meth:`PBPNetwork.update_noise`) and the
+EP refinement of the prior factors (:meth:`PBPNetwork.refine_prior`).
+
+Deviations from the reference implementation (the authors' Theano code):
+
+* The prior factors N(w_j | 0, 1/lambda) are refined by EP once per epoch for
+  all weights *in parallel* (one vectorised pass; every cavity is taken from
+  the same q(lambda)) instead of one weight after the other. Each factor
+  moves q(lambda) by about 1/(number of weights), so the two schedules reach
+  nearly the same state: on a 3-10-1 network after 4 passes the predictive
+  means differed by 0.04 predictive standard deviations on average, less
+  than a different shuffle of the rows changes them (0.15), and E[1/lambda]
+  by under 8% (``tests/test_pbp.py``).
+* The Gamma updates (eqs. 3.30-3.31) are rejected, like the weight updates,
+  when they would give a non-finite value or a shape parameter <= 1.
+* With several rows per step (not in the paper, whose schedule is one row per
+  step) q(gamma) adds the rows' separate moment-matching changes.
+
+References
+----------
+.. [HernandezLobato2015] J. M. Hernández-Lobato and R. P. Adams, "Probabilistic
+   backpropagation for scalable learning of Bayesian neural networks", ICML 2015
+   (Cinelli 2019, section 3.4).
+"""
+
+import math
+from itertools import pairwise
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..functional import gaussian_log_prob, relu_moments
+from ..layers import PBPLinear
+from ..optim.adf import gamma_log_normalisers, gamma_moment_update, valid_gamma
+from .mlp import BayesianLayerStack
+
+__all__ = ["PBPNetwork", "RowMoments"]
+
+# Cavities of prior factors with a variance above this are not refined (as in
+# the reference implementation): such a weight has seen almost no data.
+_MAX_CAVITY_VAR = 1e6
+
+
+class RowMoments(NamedTuple):
+    """The rows of one ADF step, as :meth:`PBPNetwork.log_z` hands them to the optimiser.
+
+    Attributes
+    ----------
+    mean, var : torch.Tensor of shape (n, n_outputs)
+        Moments of f(x, w) under q(w) before the step (detached).
+    y : torch.Tensor of shape (n, n_outputs)
+        The rows' targets.
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    y: torch.Tensor
+
+
+class PBPNetwork(BayesianLayerStack):
+    r"""A ReLU regression network with the approximate posterior of PBP.
+
+    q(w, lambda, gamma) = prod N(w | m, v) Ga(lambda | alpha_l, beta_l)
+    Ga(gamma | alpha_g, beta_g) (Cinelli 2019, eqs. 3.13-3.19): the weights
+    (:class:`PBPLinear` layers), the precision lambda of their shared prior
+    N(w | 0, 1/lambda) and one noise precision gamma per output.
+
+    Parameters
+    ----------
+    n_features : int
+        Input width d.
+    hidden_layer_sizes : sequence of int
+        Widths of the ReLU hidden layers; empty gives Bayesian linear regression.
+    n_outputs : int, default=1
+        Output width k (independent outputs, one noise precision each).
+    prior_alpha, prior_beta : float, default=6.0
+        Hyperprior Ga(lambda | alpha_0, beta_0) of the weight-prior precision
+        (shape, rate). The default 6, 6 (E[1/lambda] = 1.2) is the reference
+        implementation's; Cinelli 2019 only calls it "weak".
+    noise_alpha, noise_beta : float, default=6.0
+        Hyperprior Ga(gamma | alpha_0, beta_0) of the noise precision, for
+        standardised targets (E[1/gamma] = 1.2, reference implementation).
+    generator : torch.Generator, optional
+        Source of the random initial means (the symmetry breaker of the
+        reference implementation: N(0, 1) / (V + 1) for the scaled weights).
+    device, dtype : optional
+        Where and in which precision the tensors live.
+
+    Raises
+    ------
+    ValueError
+        If a hyperprior shape is <= 1 or a rate is <= 0 (E[1/lambda] and
+        E[1/gamma] must exist).
+
+    Notes
+    -----
+    The network follows the protocol of :class:`~skbayes.nn.BayesianMLP`
+    (``forward``, ``sample_parameters``, ``forward_with``, ``kl``,
+    ``layers``), so its posterior predicts by Monte Carlo like a mean-field
+    network; :meth:`moments` gives PBP's own Gaussian approximation of the
+    predictive instead (eq. 3.38).
+    """
+
+    activation = "relu"
+
+    def __init__(
+        self,
+        n_features,
+        hidden_layer_sizes,
+        n_outputs=1,
+        *,
+        prior_alpha=6.0,
+        prior_beta=6.0,
+        noise_alpha=6.0,
+        noise_beta=6.0,
+        generator=None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        for name, a, b in (
+            ("prior", prior_alpha, prior_beta),
+            ("noise", noise_alpha, noise_beta),
+        ):
+            if not (a > 1 and b > 0):
+                raise ValueError(
+                    f"{name}_alpha must be > 1 and {name}_beta > 0; got {a!r} and {b!r}."
+                )
+        factory = {"device": device, "dtype": dtype}
+        sizes = [n_features, *hidden_layer_sizes, n_outputs]
+        init_var = prior_beta / (prior_alpha - 1.0)
+        self.layers = nn.ModuleList(
+            PBPLinear(n_in, n_out, init_var=init_var, generator=generator, **factory)
+            for n_in, n_out in pairwise(sizes)
+        )
+        self.register_buffer(
+            "prior_alpha0", torch.tensor(float(prior_alpha), **factory)
+        )
+        self.register_buffer("prior_beta0", torch.tensor(float(prior_beta), **factory))
+        self.register_buffer("prior_alpha", torch.tensor(float(prior_alpha), **factory))
+        self.register_buffer("prior_beta", torch.tensor(float(prior_beta), **factory))
+        self.register_buffer(
+            "noise_alpha", torch.full((n_outputs,), float(noise_alpha), **factory)
+        )
+        self.register_buffer(
+            "noise_beta", torch.full((n_outputs,), float(noise_beta), **factory)
+        )
+
+    # ------------------------------------------------------------ expectations
+    def expected_noise_var(self):
+        """E[1/gamma] = beta / (alpha - 1) per output, tensor of shape (k,)."""
+        return self.noise_beta / (self.noise_alpha - 1.0)
+
+    def expected_prior_var(self):
+        """E[1/lambda] = beta / (alpha - 1), the prior variance of the unscaled weights (scalar tensor)."""
+        return self.prior_beta / (self.prior_alpha - 1.0)
+
+    # ----------------------------------------------------- moment propagation
+    def moments(self, x):
+        """Mean and variance of the network output under q(w) (Cinelli 2019, eqs. 3.39-3.43).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+
+        Returns
+        -------
+        mean, var : torch.Tensor of shape (n, n_outputs)
+            Moments of f(x, w), w ~ q (noise excluded), each layer's
+            pre-activations treated as independent Gaussians.
+        """
+        mean, var = x, None
+        for i, layer in enumerate(self.layers):
+            if i:
+                mean, var = relu_moments(mean, var)
+            mean, var = layer.moments(mean, var)
+        return mean, var
+
+    def log_z(self, x, y, noise_var=None):
+        r"""log Z of each row, differentiable in the layers' means and variances.
+
+        Z_i = N(y_i | m(x_i), v(x_i) + sigma^2) (Cinelli 2019, eq. 3.38), the
+        Gaussian approximation of the probability of the row under q, with
+        sigma^2 = E[1/gamma] (the Student-t of the Gamma-marginalised noise
+        replaced by the Gaussian of the same variance) unless given.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+        y : torch.Tensor of shape (n, n_outputs)
+        noise_var : torch.Tensor of shape (n_outputs,), optional
+            A fixed noise variance; None uses E[1/gamma].
+
+        Returns
+        -------
+        log_z : torch.Tensor of shape (n,)
+            In nats, summed over the outputs.
+        rows : RowMoments
+            The rows' moments (detached) and targets, for the ADF step
+            (:meth:`~skbayes.nn.optim.PBPOptimizer.step`) and :meth:`update_noise`.
+        """
+        mean, var = self.moments(x)
+        if noise_var is None:
+            noise_var = self.expected_noise_var()
+        log_z = gaussian_log_prob(y, mean, var + noise_var).sum(-1)
+        return log_z, RowMoments(mean.detach(), var.detach(), y)
+
+    # ---------------------------------------------------------------- updates
+    @torch.no_grad()
+    def update_noise(self, rows):
+        """ADF update of q(gamma) with the given rows (eqs. 3.30-3.31).
+
+        Each row's moment-matched Gamma is computed from the current q(gamma);
+        with several rows their changes of (alpha, beta) are added (a
+        parallel update; with one row per step, as in the paper, it is the
+        plain ADF step). Rows whose update gives a non-finite value,
+        alpha <= 1 or beta <= 0 are skipped, and so is the whole update if the
+        sum is invalid.
+
+        Parameters
+        ----------
+        rows : RowMoments
+            The rows' moments under q(w) and targets, as returned by :meth:`log_z`.
+
+        Returns
+        -------
+        accepted : torch.BoolTensor of shape (n_outputs,)
+            Whether q(gamma) of each output changed.
+        """
+        mean, var, y = rows
+        log_z = gamma_log_normalisers(
+            self.noise_alpha, self.noise_beta, (y - mean) ** 2, var
+        )
+        alpha, beta = gamma_moment_update(
+            self.noise_alpha, self.noise_beta, *log_z
+        )  # (n, k)
+        if alpha.shape[0] == 1:
+            alpha, beta = alpha[0], beta[0]
+        else:
+            ok = valid_gamma(alpha, beta)
+            alpha = self.noise_alpha + torch.where(
+                ok, alpha - self.noise_alpha, 0.0
+            ).sum(0)
+            beta = self.noise_beta + torch.where(ok, beta - self.noise_beta, 0.0).sum(0)
+        ok = valid_gamma(alpha, beta)
+        self.noise_alpha.copy_(torch.where(ok, alpha, self.noise_alpha))
+        self.noise_beta.copy_(torch.where(ok, beta, self.noise_beta))
+        return ok
+
+    @torch.no_grad()
+    def refine_prior(self):
+        r"""EP update of every prior factor N(w_j | 0, 1/lambda), all weights in parallel.
+
+        For each weight, the cavity q / f~_j (Gaussian and Gamma parts) is
+        formed, the factor is included with
+        K_s = N(m_cav | 0, v_cav + beta_cav / (alpha_cav - 1 + s)) (Cinelli 2019,
+        eq. 3.24; the Student-t of the marginalised prior replaced by the
+        Gaussian of the same variance), the Gaussian moments follow eqs. 3.34
+        and 3.37 and the Gamma moments eqs. 3.30-3.31; the new site is the
+        new q over the cavity. Cavities with v_cav <= 0 or > 1e6,
+        beta_cav <= 0 or alpha_cav <= 1 are left alone (reference
+        implementation). Then q(lambda) = Ga(alpha_0 + sum_j alpha~_j,
+        beta_0 + sum_j beta~_j).
+
+        Returns
+        -------
+        n_refined : int
+            Number of prior factors updated.
+        """
+        a, b = self.prior_alpha, self.prior_beta
+        n_refined = 0
+        site_alpha_sum = torch.zeros_like(a)
+        site_beta_sum = torch.zeros_like(b)
+        for layer in self.layers:
+            root = math.sqrt(layer.scale2)
+            m, v = layer.mean * root, layer.var * layer.scale2
+            prec_cav = 1.0 / v - layer.site_precision
+            mp_cav = m / v - layer.site_mean_precision
+            v_cav = 1.0 / prec_cav
+            m_cav = mp_cav * v_cav
+            a_cav = a - layer.site_alpha
+            b_cav = b + layer.site_beta
+            ok = (v_cav > 0) & (v_cav < _MAX_CAVITY_VAR) & (b_cav > 0) & (a_cav > 1)
+            # Evaluate on safe values everywhere, keep only the valid cavities.
+            v_cav = torch.where(ok, v_cav, torch.ones_like(v_cav))
+            m_cav = torch.where(ok, m_cav, torch.zeros_like(m_cav))
+            a_cav = torch.where(ok, a_cav, torch.full_like(a_cav, 2.0))
+            b_cav = torch.where(ok, b_cav, torch.ones_like(b_cav))
+            log_z = gamma_log_normalisers(a_cav, b_cav, m_cav * m_cav, v_cav)
+            total0 = v_cav + b_cav / (a_cav - 1.0)
+            m_new = m_cav - v_cav * m_cav / total0
+            v_new = v_cav - v_cav * v_cav / total0
+            a_new, b_new = gamma_moment_update(a_cav, b_cav, *log_z)
+            ok &= (
+                (v_new > 0)
+                & torch.isfinite(m_new)
+                & torch.isfinite(a_new)
+                & torch.isfinite(b_new)
+            )
+            ok &= (a_new > 1.0) & (b_new > 0.0)
+            layer.site_precision.copy_(
+                torch.where(ok, 1.0 / v_new - 1.0 / v_cav, layer.site_precision)
+            )
+            layer.site_mean_precision.copy_(
+                torch.where(
+                    ok, m_new / v_new - m_cav / v_cav, layer.site_mean_precision
+                )
+            )
+            layer.site_alpha.copy_(torch.where(ok, a_new - a_cav, layer.site_alpha))
+            layer.site_beta.copy_(torch.where(ok, b_cav - b_new, layer.site_beta))
+            layer.mean.copy_(torch.where(ok, m_new / root, layer.mean))
+            layer.var.copy_(torch.where(ok, v_new / layer.scale2, layer.var))
+            site_alpha_sum += layer.site_alpha.sum()
+            site_beta_sum += layer.site_beta.sum()
+            n_refined += int(ok.sum())
+        alpha = self.prior_alpha0 + site_alpha_sum
+        beta = self.prior_beta0 - site_beta_sum
+        if bool(
+            torch.isfinite(alpha) & torch.isfinite(beta) & (alpha > 1.0) & (beta > 0.0)
+        ):
+            self.prior_alpha.copy_(alpha)
+            self.prior_beta.copy_(beta)
+        return n_refined
+
+    def kl(self):
+        """KL(q(w) || N(0, E[1/lambda])) of all the weights, a scalar in nats (a diagnostic)."""
+        prior_var = self.expected_prior_var().detach()
+        return sum(layer.kl(prior_var) for layer in self.layers)
