@@ -177,6 +177,15 @@ class Vadam(torch.optim.Optimizer):
         s = state["exp_avg_sq"] + beta2 ** state["step"] * state["initial_sq"]
         return self.n_data * s + group["prior_precision"]
 
+    def load_state_dict(self, state_dict):
+        """Load a state from :meth:`state_dict`, then write its sigma into the layers' ``rho``.
+
+        The posterior standard deviations are part of the optimiser's state
+        (s and its initial value), so a loaded state also sets them.
+        """
+        super().load_state_dict(state_dict)
+        self.sync_posterior()
+
     @torch.no_grad()
     def sync_posterior(self):
         """Write sigma = (N s + lambda)^{-1/2} into every layer's ``rho``."""
