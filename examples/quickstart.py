@@ -63,7 +63,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, fetch_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.metrics import gaussian_nll, interval_coverage
 
 NOMINAL_LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 2)  # 0.1 ... 0.9 for the calibration curve

@@ -78,7 +78,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, fetch_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.metrics import (
     gaussian_nll,
     get_scorer,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-__all__ = ["UCI_DATASETS", "get_data_home", "fetch_uci", "get_uci_split"]
+__all__ = ["UCI_DATASETS", "fetch_uci", "get_data_home", "get_uci_split"]
 
 UCI_DATASETS = (
     "bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant",

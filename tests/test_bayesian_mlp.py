@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor, DeviceWarning
-from skbayes.datasets import get_uci_split, fetch_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.neural_network._inference import get_inference_method
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

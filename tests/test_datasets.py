@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from skbayes import datasets
-from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, fetch_uci
+from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_split
 
 _CACHE = {}
 

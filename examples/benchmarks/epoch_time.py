@@ -73,7 +73,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, fetch_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init

@@ -135,7 +135,7 @@ from sklearn.utils import check_random_state
 
 import skbayes
 from skbayes import SparseGPRegressor
-from skbayes.datasets import get_data_home, get_uci_split, fetch_uci
+from skbayes.datasets import fetch_uci, get_data_home, get_uci_split
 
 SKBAYES_VARIANTS = {
     "skbayes": {},

@@ -80,7 +80,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, fetch_uci
+from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_split
 
 # Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
