@@ -738,6 +738,12 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         -------
         X_new : ndarray of shape (n_samples, n_features_in_)
             In the units of X.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not a positive integer or ``random_state`` is
+            not a seed (the message names the argument).
         """
         check_is_fitted(self)
         C = self._condition(y, n_samples)
@@ -812,6 +818,12 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         -------
         log_likelihood : ndarray of shape (n_samples,)
             In nats, as a density in the units of X.
+
+        Raises
+        ------
+        ValueError
+            If ``n_importance`` is not a positive integer or ``random_state``
+            is not a seed (the message names the argument).
         """
         X = self._validate_X(X)
         C = self._condition(y, X.shape[0])

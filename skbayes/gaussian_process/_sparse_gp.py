@@ -687,9 +687,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         sklearn.exceptions.NotFittedError
             If called before ``fit``.
         ValueError
-            If X has NaN/inf or the wrong number of features, if both
-            ``return_std`` and ``return_cov`` are set, or ``return_cov`` with
-            too many rows.
+            If X has NaN/inf or the wrong number of features, if
+            ``return_std`` or ``return_cov`` is not a bool, if both are set,
+            or ``return_cov`` with too many rows.
         """
         if return_std and return_cov:
             raise ValueError("At most one of return_std and return_cov can be requested; got both.")
@@ -724,6 +724,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         -------
         y_samples : ndarray of shape (n_samples_X, n_samples)
             In the units of y; samples on the last axis.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not a positive integer, ``random_state`` is
+            not a seed, or X has more than 5,000 rows.
         """
         mean, cov = self._joint(self._validate_X_predict(X))
         with torch.no_grad():
