@@ -63,7 +63,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, load_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.metrics import gaussian_nll, interval_coverage
 
 NOMINAL_LEVELS = np.round(np.arange(0.1, 1.0, 0.1), 2)  # 0.1 ... 0.9 for the calibration curve
@@ -108,7 +108,7 @@ def load_data(name, data_home):
         X, y = load_diabetes(return_X_y=True)
         X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, random_state=0)
         return X_train, X_test, y_train, y_test, "diabetes (sklearn.datasets.load_diabetes), 80/20 split, random_state=0"
-    bunch = load_uci(name, data_home=data_home, download_if_missing=False)
+    bunch = fetch_uci(name, data_home=data_home, download_if_missing=False)
     X_train, X_test, y_train, y_test = get_uci_split(bunch, 0)
     return X_train, X_test, y_train, y_test, f"UCI {bunch.name}, fixed split 0 of {bunch.n_splits}"
 

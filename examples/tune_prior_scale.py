@@ -3,7 +3,7 @@
 What it does
 ------------
 On one fixed split of a UCI regression benchmark (default ``concrete``,
-split 0 of ``skbayes.datasets.load_uci``; ``--dataset``, ``--split``) it
+split 0 of ``skbayes.datasets.fetch_uci``; ``--dataset``, ``--split``) it
 runs ``GridSearchCV`` over
 
     Pipeline([("scaler", StandardScaler()),
@@ -78,7 +78,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, load_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.metrics import (
     gaussian_nll,
     get_scorer,
@@ -156,7 +156,7 @@ def main(argv=None):
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
-        bunch = load_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
+        bunch = fetch_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
         X_train, X_test, y_train, y_test = get_uci_split(bunch, args.split)
     except (FileNotFoundError, ValueError) as exc:  # dataset absent, unknown name or split
         print(f"error: {exc}", file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-__all__ = ["UCI_DATASETS", "get_data_home", "load_uci", "get_uci_split"]
+__all__ = ["UCI_DATASETS", "fetch_uci", "get_data_home", "get_uci_split"]
 
 UCI_DATASETS = (
     "bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant",
@@ -166,8 +166,12 @@ def _download(name, folder):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def load_uci(name, *, data_home=None, download_if_missing=True):
-    """Load a UCI regression benchmark dataset with its fixed splits.
+def fetch_uci(name, *, data_home=None, download_if_missing=True):
+    """Load a UCI regression benchmark dataset with its fixed splits, downloading it if missing.
+
+    Named after scikit-learn's ``fetch_*`` loaders, which may download their
+    data on first use; with ``download_if_missing=False`` it only reads the
+    local copy.
 
     Parameters
     ----------
@@ -224,7 +228,7 @@ def get_uci_split(bunch, split):
     Parameters
     ----------
     bunch : sklearn.utils.Bunch
-        Result of :func:`load_uci`.
+        Result of :func:`fetch_uci`.
     split : int
         Split number in ``[0, bunch.n_splits)``.
 

@@ -188,4 +188,7 @@ def main(argv):
 if __name__ == "__main__":
     import sys
 
+    # Run as a script, sys.path starts with tests/: put the checkout holding
+    # this file first, so that its skbayes is checked, not an installed one.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main(sys.argv[1:]))

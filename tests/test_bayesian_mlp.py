@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor, DeviceWarning
-from skbayes.datasets import get_uci_split, load_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.neural_network._inference import get_inference_method
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -362,7 +362,7 @@ def test_convergence_warning_at_max_iter():
 def test_uci_concrete_split_reaches_a_sane_test_log_likelihood(data_home, inference):
     # Published rows on concrete (Cinelli 2019, Table 3.3): Bayes by Backprop
     # -3.24, MC dropout at 40 epochs -3.73.
-    X_train, X_test, y_train, y_test = get_uci_split(load_uci("concrete", data_home=data_home), 0)
+    X_train, X_test, y_train, y_test = get_uci_split(fetch_uci("concrete", data_home=data_home), 0)
     model = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference=inference, random_state=0))
     model.fit(X_train, y_train)
     log_lik = model[-1].log_predictive_density(model[:-1].transform(X_test), y_test).mean()

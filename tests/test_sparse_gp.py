@@ -1,6 +1,7 @@
 """Behaviour of SparseGPRegressor and its engines: exactness, uncertainty, API contract."""
 
 import pickle
+import warnings
 
 import joblib
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+import skbayes.base
 import skbayes.gaussian_process._sparse_gp as sparse_gp_module
 from skbayes import DeviceWarning, SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
@@ -29,6 +31,7 @@ from skbayes.nn import (
     cholesky,
     covariance_gradient,
 )
+from skbayes._training import Callback
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -111,8 +114,8 @@ def test_inducing_points_at_the_data_give_exact_gp_regression(small_problem, ker
     ).fit(X, y)
     model = SparseGPRegressor(
         kernel, n_inducing=len(X), inducing_init=inducing_init, learn_inducing=False,
-        learn_hyperparameters=False, length_scale=ls, signal_std=np.sqrt(signal_var), noise=noise,
-        mean="zero", normalize_y=False, max_iter=20, random_state=0,
+        learn_hyperparameters=False, length_scale=ls, signal_std=np.sqrt(signal_var), noise_std=noise,
+        prior_mean="zero", normalize_y=False, max_iter=20, random_state=0,
     ).fit(X, y)
     np.testing.assert_array_equal(model.inducing_points_, X)
     mean, std = exact.predict(X_test, return_std=True)
@@ -270,7 +273,8 @@ def test_log_predictive_density_is_the_gaussian_density(fitted, sine_data):
 def test_large_inputs_are_predicted_in_blocks(fitted, monkeypatch):
     X = np.linspace(-3, 3, 1000)[:, None]
     mean, std = fitted.predict(X, return_std=True)
-    monkeypatch.setattr(sparse_gp_module, "_PREDICT_BLOCK", 20 * 7)  # 7 rows per block
+    itemsize = np.dtype(fitted.dtype_).itemsize
+    monkeypatch.setattr(skbayes.base, "PREDICT_BLOCK_BYTES", 20 * 7 * itemsize)  # 7 rows per block
     blocked_mean, blocked_std = fitted.predict(X, return_std=True)
     np.testing.assert_allclose(blocked_mean, mean, rtol=1e-12)
     np.testing.assert_allclose(blocked_std, std, rtol=1e-12)
@@ -280,7 +284,7 @@ def test_large_inputs_are_predicted_in_blocks(fitted, monkeypatch):
 def test_fixed_values_are_given_in_the_units_of_y(sine_data):
     (X, y), _ = sine_data
     model = SparseGPRegressor(
-        n_inducing=10, noise=0.7, signal_std=3.0, length_scale=0.4, learn_hyperparameters=False, max_iter=3, random_state=0
+        n_inducing=10, noise_std=0.7, signal_std=3.0, length_scale=0.4, learn_hyperparameters=False, max_iter=3, random_state=0
     ).fit(X, 5 * y)
     assert model.noise_std_ == pytest.approx(0.7, rel=1e-6)
     assert model.signal_std_ == pytest.approx(3.0, rel=1e-12)
@@ -310,7 +314,7 @@ def test_constant_mean_is_learned_without_normalize_y(sine_data):
     model = SparseGPRegressor(n_inducing=10, normalize_y=False, max_iter=50, random_state=0).fit(X, y + 100)
     far = np.array([[50.0]])
     assert model.predict(far)[0] == pytest.approx(100, abs=0.5)
-    zero = SparseGPRegressor(n_inducing=10, normalize_y=False, mean="zero", max_iter=5, random_state=0).fit(X, y + 100)
+    zero = SparseGPRegressor(n_inducing=10, normalize_y=False, prior_mean="zero", max_iter=5, random_state=0).fit(X, y + 100)
     assert abs(zero.predict(far)[0]) < 1
 
 
@@ -447,8 +451,10 @@ def test_several_targets_are_rejected():
         ({"kernel": "linear"}, "'kernel' parameter"),
         ({"inducing_init": "grid"}, "'inducing_init' parameter"),
         ({"n_inducing": 0}, "'n_inducing' parameter"),
-        ({"noise": "fixed"}, "'noise' parameter"),
-        ({"mean": "linear"}, "'mean' parameter"),
+        ({"noise_std": "fixed"}, "'noise_std' parameter"),
+        ({"prior_mean": "linear"}, "'prior_mean' parameter"),
+        ({"warm_start": "yes"}, "'warm_start' parameter"),
+        ({"callbacks": "early"}, "'callbacks' parameter"),
         ({"objective": "dtc"}, "'objective' parameter"),
         ({"variational_optimizer": "sgd"}, "'variational_optimizer' parameter"),
         ({"ngd_step_size": 0.0}, "'ngd_step_size' parameter"),
@@ -467,12 +473,29 @@ def test_prediction_argument_errors(fitted, monkeypatch):
     X = np.zeros((3, 1))
     with pytest.raises(ValueError, match="At most one of return_std and return_cov"):
         fitted.predict(X, return_std=True, return_cov=True)
-    with pytest.raises(ValueError, match="coverage must be in"):
+    with pytest.raises(ValueError, match="'coverage' parameter of .*predict_interval"):
         fitted.predict_interval(X, coverage=1.5)
     monkeypatch.setattr(sparse_gp_module, "_MAX_JOINT_ROWS", 2)
     for call in (lambda: fitted.sample_y(X), lambda: fitted.predict(X, return_cov=True)):
         with pytest.raises(ValueError, match="at most 2 rows.*smaller chunks"):
             call()
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda m, X: m.sample_y(X, n_samples=0), "n_samples"),
+        (lambda m, X: m.sample_y(X, n_samples=-2), "n_samples"),
+        (lambda m, X: m.sample_y(X, n_samples=1.5), "n_samples"),
+        (lambda m, X: m.sample_y(X, random_state="seed"), "random_state"),
+        (lambda m, X: m.predict(X, return_std="yes"), "return_std"),
+        (lambda m, X: m.predict(X, return_cov=2), "return_cov"),
+        (lambda m, X: m.predict_interval(X, coverage=0.0), "coverage"),
+    ],
+)
+def test_bad_method_arguments_are_reported(fitted, call, name):
+    with pytest.raises(ValueError, match=rf"The '{name}' parameter of [A-Za-z]+\.[a-z_]+ must be"):
+        call(fitted, np.zeros((3, 1)))
 
 
 def test_convergence_warning_at_max_iter():
@@ -488,7 +511,7 @@ def _dense_rbf(hyper):
 
 def _fixed_gp(objective, n_inducing, **params):
     return SparseGPRegressor(
-        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, mean="zero", normalize_y=False,
+        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, prior_mean="zero", normalize_y=False,
         objective=objective, random_state=0, **params,
     )
 
@@ -525,7 +548,7 @@ def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(sm
     # eq. 6.11. The same relative jitter as the model's (1e-6 * mean diag of
     # K_zz) makes the dense reference exact.
     X, y, X_test, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"]}
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"]}
     model = _fixed_gp("fitc", 8, max_iter=3, **params).fit(X, y)
     kernel, Z, noise_var = _dense_rbf(hyper), model.inducing_points_, hyper["noise"] ** 2
     kzz = kernel(Z) + 1e-6 * hyper["signal_var"] * np.eye(8)
@@ -547,7 +570,7 @@ def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(sm
 
 def test_fitc_and_vfe_coincide_when_the_inducing_points_are_the_data(small_problem):
     X, y, X_test, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"]}
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"]}
     fitc = _fixed_gp("fitc", len(X), max_iter=3, **params).fit(X, y)
     vfe = _fixed_gp("vfe", len(X), max_iter=3, **params).fit(X, y)
     # equal up to the 1e-6 relative jitter on K_zz, which leaves k_nn - Q_nn ~ 1e-6, not 0
@@ -660,7 +683,7 @@ def test_ngd_with_step_one_keeps_q_at_its_optimum_during_training(small_problem)
     # the optimum again, so the loss stays at -ELBO(q*) / N to round-off,
     # while Adam on q wanders by about learning_rate_init.
     X, y, _, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise": hyper["noise"],
+    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"],
               "max_iter": 10, "learning_rate_init": 0.05}
     ngd = _fixed_gp("vfe", 8, variational_optimizer="ngd", ngd_step_size=1.0, **params).fit(X, y)
     adam = _fixed_gp("vfe", 8, **params).fit(X, y)
@@ -740,6 +763,72 @@ def test_partial_fit_after_pickling_rebuilds_the_optimiser(sine_data):
     loaded.partial_fit(X[100:200], y[100:200])
     assert loaded.n_seen_ == 200 and isinstance(loaded._optimizer, OptimizerChain)
     assert loaded._optimizer.optimizers[-1].param_groups[0]["loss_scale"] == 200
+
+
+def test_partial_fit_is_one_epoch_without_a_convergence_warning(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=10, n_iter_no_change=1, tol=1e9, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model.partial_fit(X[:100], y[:100]).partial_fit(X[100:200], y[100:200])
+    assert model.n_iter_ == 2 and len(model.loss_curve_) == 2
+
+
+class _EpochRecorder(Callback):
+    def __init__(self):
+        self.epochs = []
+
+    def on_train_begin(self, state):
+        self.epochs = []
+
+    def on_epoch_end(self, state):
+        self.epochs.append(state.epoch_loss)
+
+
+def test_callbacks_see_every_epoch_of_fit_and_partial_fit(sine_data):
+    (X, y), _ = sine_data
+    recorder = _EpochRecorder()
+    model = SparseGPRegressor(n_inducing=10, max_iter=4, callbacks=[recorder], random_state=0).fit(X, y)
+    assert recorder.epochs == model.loss_curve_
+    model.partial_fit(X[:100], y[:100])
+    assert recorder.epochs == model.loss_curve_[-1:]
+
+
+# --------------------------------------------------------------- warm_start
+def test_warm_start_continues_from_the_fitted_model(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=20, max_iter=30, warm_start=True, random_state=0).fit(X, y)
+    first_curve, module, y_scaling = list(model.loss_curve_), model.module_, (model._y_mean, model._y_scale)
+    z_fitted = model.inducing_points_.copy()
+    model.fit(X, y)
+    assert model.module_ is module and (model._y_mean, model._y_scale) == y_scaling
+    # the second fit starts where the first ended (q(u) at its optimum can only lower the loss)
+    assert model.loss_curve_[0] <= first_curve[-1]
+    assert model.loss_curve_[0] < first_curve[0] - 0.1
+    assert not np.array_equal(model.inducing_points_, z_fitted)
+    assert model.n_iter_ == len(model.loss_curve_) and model.n_seen_ == len(X)
+    # a cold start begins from the initial model again
+    cold = clone(model).set_params(warm_start=False).fit(X, y)
+    assert cold.loss_curve_[0] == first_curve[0]
+
+
+def test_warm_start_keeps_the_y_scaling_of_the_first_fit(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=10, max_iter=5, warm_start=True, random_state=0).fit(X, y)
+    model.fit(X[:100], y[:100] + 10)
+    assert model._y_mean == pytest.approx(y.mean()) and model.n_seen_ == 100
+
+
+def test_warm_start_starts_afresh_when_the_model_changes(sine_data):
+    (X, y), _ = sine_data
+    model = SparseGPRegressor(n_inducing=10, max_iter=5, warm_start=True, random_state=0).fit(X, y)
+    module = model.module_
+    model.set_params(n_inducing=12).fit(X, y)
+    assert model.module_ is not module and model.n_inducing_ == 12
+    module = model.module_
+    X2 = np.column_stack([X, X])
+    model.fit(X2, y)
+    assert model.module_ is not module and model.n_features_in_ == 2
 
 
 # ------------------------------------------------------------ small contracts

@@ -15,6 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import VAE
+from skbayes._training import Callback
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -242,3 +243,123 @@ def test_fits_on_cuda_and_pickles_on_the_cpu():
     assert vae.transform(X).dtype == np.float64
     assert np.all(np.isfinite(vae.score_samples(X))) and np.all(np.isfinite(vae.log_likelihood_iwae(X)))
     assert vae.sample(3, random_state=0).shape == (3, 10)
+
+
+# ------------------------------------------------------------ method arguments
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda m, X: m.sample(0), "n_samples"),
+        (lambda m, X: m.sample(2.5), "n_samples"),
+        (lambda m, X: m.sample(2, random_state="seed"), "random_state"),
+        (lambda m, X: m.log_likelihood_iwae(X, n_importance=0), "n_importance"),
+        (lambda m, X: m.log_likelihood_iwae(X, random_state=[1]), "random_state"),
+        (lambda m, X: m.transform(X, return_std="yes"), "return_std"),
+    ],
+)
+def test_bad_method_arguments_are_reported(fitted, call, name):
+    with pytest.raises(ValueError, match=f"The '{name}' parameter of VAE.[a-z_]+ must be"):
+        call(fitted, X_MANIFOLD[:5])
+
+
+@pytest.mark.parametrize(
+    "params, name",
+    [({"n_mc_train": 0}, "n_mc_train"), ({"warm_start": 1}, "warm_start"), ({"callbacks": "log"}, "callbacks")],
+)
+def test_bad_parameters_are_reported(params, name):
+    with pytest.raises(ValueError, match=f"The '{name}' parameter of VAE must be"):
+        _vae(max_iter=1, **params).fit(X_MANIFOLD[:20])
+
+
+# ----------------------------------------------------------------- partial_fit
+def test_first_partial_fit_is_one_epoch_of_fit():
+    X = X_MANIFOLD[:150]
+    for params in ({}, {"likelihood": "bernoulli", "kl_warmup_epochs": 3, "n_mc_train": 2}):
+        data = 1 / (1 + np.exp(-X)) if params else X
+        streamed = _vae(random_state=0, **params).partial_fit(data)
+        once = _vae(max_iter=1, random_state=0, **params).fit(data)
+        np.testing.assert_array_equal(streamed.transform(data), once.transform(data))
+        np.testing.assert_array_equal(streamed.score_samples(data), once.score_samples(data))
+        assert streamed.loss_curve_ == once.loss_curve_ and streamed.n_iter_ == 1
+
+
+def test_partial_fit_continues_with_the_optimiser_state():
+    X = X_MANIFOLD
+    model = _vae(2, random_state=0, **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # one epoch is a fixed schedule
+        for _ in range(40):
+            for start in range(0, len(X), 100):
+                model.partial_fit(X[start : start + 100])
+    assert model.n_iter_ == len(model.loss_curve_) == 120
+    assert model.best_loss_ == min(model.loss_curve_)
+    assert model.loss_curve_[-1] < model.loss_curve_[0] - 2
+    state = model._optimizer.state_dict()["state"]
+    assert state and all(int(s["step"]) == 40 * 3 * 2 for s in state.values())  # 2 minibatches of 64 per call
+    with pytest.raises(ValueError, match="X has 3 features, but VAE is expecting 10"):
+        model.partial_fit(np.zeros((5, 3)))
+
+
+def test_partial_fit_after_fit_and_after_pickling():
+    X = X_MANIFOLD[:100]
+    model = _vae(2, max_iter=3, random_state=0, **FAST).fit(X)
+    model.partial_fit(X)
+    assert model.n_iter_ == 4 and len(model.loss_curve_) == 4
+    loaded = pickle.loads(pickle.dumps(model))
+    assert not hasattr(loaded, "_optimizer")
+    loaded.partial_fit(X)
+    assert loaded.n_iter_ == 5 and isinstance(loaded._optimizer, torch.optim.Adam)
+
+
+def test_conditional_partial_fit_takes_the_classes_of_the_first_batch():
+    rng = np.random.RandomState(0)
+    y = np.tile(["a", "b"], 50)
+    X = rng.randn(100, 4)
+    model = _vae(1, conditional=True, random_state=0, **FAST).partial_fit(X, y)
+    model.partial_fit(X[:10], y[:10])
+    np.testing.assert_array_equal(model.classes_, ["a", "b"])
+    with pytest.raises(ValueError, match="labels not seen in fit"):
+        model.partial_fit(X[:2], ["a", "c"])
+
+
+# ------------------------------------------------------------------ warm_start
+def test_warm_start_continues_from_the_fitted_model():
+    X = X_MANIFOLD
+    model = _vae(2, max_iter=40, warm_start=True, random_state=0, **FAST).fit(X)
+    first_curve, module, scaling = list(model.loss_curve_), model.module_, model._x_mean.copy()
+    model.fit(X)
+    assert model.module_ is module
+    np.testing.assert_array_equal(model._x_mean, scaling)
+    # the second fit starts about where the first ended (its new Adam's first
+    # steps add a little), far below where the first started
+    assert model.loss_curve_[0] < first_curve[-1] + 0.1 * (first_curve[0] - first_curve[-1])
+    cold = _vae(2, max_iter=40, random_state=0, **FAST).fit(X)
+    assert cold.loss_curve_ == first_curve
+    model.set_params(hidden_layer_sizes=(16,)).fit(X)  # another network: starts afresh
+    assert model.module_ is not module
+
+
+def test_warm_start_continues_the_kl_warmup():
+    X = X_MANIFOLD[:100]
+    model = _vae(2, hidden_layer_sizes=(8,), kl_warmup_epochs=4, max_iter=2, warm_start=True, random_state=0)
+    model.fit(X)
+    model.set_params(n_iter_no_change=1, tol=1e9, max_iter=50).fit(X)
+    # 2 warm-up epochs were left: they run, then two epochs without improvement stop training
+    assert model.n_iter_ == 4
+
+
+class _EpochRecorder(Callback):
+    def on_train_begin(self, state):
+        self.losses = []
+
+    def on_epoch_end(self, state):
+        self.losses.append(state.epoch_loss)
+
+
+def test_callbacks_see_every_epoch():
+    recorder = _EpochRecorder()
+    X = X_MANIFOLD[:100]
+    model = _vae(2, hidden_layer_sizes=(8,), max_iter=4, callbacks=[recorder], random_state=0).fit(X)
+    assert recorder.losses == model.loss_curve_
+    model.partial_fit(X)
+    assert recorder.losses == model.loss_curve_[-1:]

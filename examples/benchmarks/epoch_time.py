@@ -73,7 +73,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import get_uci_split, load_uci
+from skbayes.datasets import fetch_uci, get_uci_split
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
@@ -232,7 +232,7 @@ def main(argv=None):
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
-        bunch = load_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
+        bunch = fetch_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -135,7 +135,7 @@ from sklearn.utils import check_random_state
 
 import skbayes
 from skbayes import SparseGPRegressor
-from skbayes.datasets import get_data_home, get_uci_split, load_uci
+from skbayes.datasets import fetch_uci, get_data_home, get_uci_split
 
 SKBAYES_VARIANTS = {
     "skbayes": {},
@@ -568,7 +568,7 @@ def run_uci(args, report, budget, save):
     data_home = get_data_home(args.data_home)
     for requested in args.datasets:
         try:
-            bunch = load_uci(requested, data_home=args.data_home, download_if_missing=False)
+            bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
         except FileNotFoundError:
             print(f"Skipping {requested}: not found under {data_home / 'uci'}", flush=True)
             report["skipped"].append(f"{requested} (not found)")

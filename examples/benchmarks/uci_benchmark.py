@@ -80,7 +80,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes import BayesianMLPRegressor
-from skbayes.datasets import UCI_DATASETS, get_data_home, get_uci_split, load_uci
+from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_split
 
 # Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
@@ -365,7 +365,7 @@ def main(argv=None):
     try:
         for requested in names:
             try:
-                bunch = load_uci(requested, data_home=args.data_home, download_if_missing=False)
+                bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
             except FileNotFoundError:
                 print(f"Skipping {requested}: not found under {data_home / 'uci'}", flush=True)
                 report["skipped"].append(requested)

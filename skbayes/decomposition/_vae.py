@@ -9,13 +9,19 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
-from .._training import fit_loop
-from ..base import TorchEstimatorMixin
-from ..nn import ACTIVATIONS, VAEModule, kl_warmup_weight, negative_elbo
+from .._param_validation import (
+    EARLY_STOPPING_CONSTRAINTS,
+    N_DRAWS,
+    TRAINING_CONSTRAINTS,
+    Interval,
+    StrOptions,
+    _fit_context,
+    validate_method_params,
+)
+from .._training import KLWarmup
+from ..base import PREDICT_BLOCK_BYTES, TorchEstimatorMixin, hidden_layer_sizes, target_scaling
+from ..nn import ACTIVATIONS, VAEModule, negative_elbo
 
-# Rows x latent draws x units held at once when predicting (~32 MB in float64).
-_PREDICT_BLOCK = 2**22
 # Quasi-Monte-Carlo latent points of the expected log-likelihood in score_samples
 # (a power of two keeps the Sobol points balanced), and of the validation ELBO.
 _N_QMC_SCORE = 128
@@ -24,6 +30,21 @@ _N_QMC_VALIDATION = 16
 _QMC_CLIP = 1e-12
 # Clip of the pixel means whose logits initialise the Bernoulli decoder's bias.
 _BERNOULLI_BIAS_CLIP = 1e-3
+
+
+class _MappedRows:
+    """Rows of an array passed through a function when they are read (``rows[i:j]``).
+
+    Lets :meth:`TorchEstimatorMixin._predict_in_blocks` standardise X block by
+    block, without a standardised copy of all of X.
+    """
+
+    def __init__(self, array, fn):
+        self._array, self._fn = array, fn
+        self.shape = array.shape
+
+    def __getitem__(self, rows):
+        return self._fn(self._array[rows])
 
 
 class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin, BaseEstimator):
@@ -85,8 +106,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Adam step size (Cinelli 2019, section 5).
     max_iter : int, default=200
         Maximum number of epochs.
-    n_samples_train : int, default=1
-        Reparameterised latent draws per row and step.
+    n_mc_train : int, default=1
+        Monte-Carlo draws of the latent z per row and step (reparameterised).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the rows and stop when their
         (beta-)ELBO stops improving (the best weights are restored).
@@ -97,6 +118,22 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Epochs without an improvement of at least ``tol`` before stopping.
     tol : float, default=1e-4
         Minimum improvement of the per-row loss (or validation score), nats.
+    warm_start : bool, default=False
+        Make the next ``fit`` continue from the fitted model instead of
+        initialising a new one: the weights, the noise, the standardisation
+        of X and the classes are kept, and only the optimiser starts afresh
+        (with the current ``learning_rate_init``); a KL warm-up that was not
+        over continues where it stopped.
+        The parameters that shape the network (``n_components``,
+        ``hidden_layer_sizes``, ``likelihood``, ``activation``,
+        ``conditional``, ``device``, ``dtype``) and the number of features
+        must be those of the fit it continues, and the labels among its
+        classes; otherwise ``fit`` starts afresh. ``loss_curve_`` and
+        ``n_iter_`` then describe the latest ``fit`` only.
+    callbacks : list of skbayes._training.Callback or None, default=None
+        Called during training, after the KL warm-up and the stopping rule
+        (see :class:`skbayes._training.Callback`); ``partial_fit`` calls
+        them too, for its one epoch.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weights, minibatch order, training noise and the
         fixed latent draws of ``score_samples``; the global torch seed is
@@ -194,7 +231,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         "beta": [Interval(Real, 0, None, closed="left")],
         "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
         "conditional": ["boolean"],
-        "n_samples_train": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_train": [Interval(Integral, 1, None, closed="left")],
+        "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
         **EARLY_STOPPING_CONSTRAINTS,
     }
@@ -212,11 +250,13 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         batch_size="auto",
         learning_rate_init=1e-3,
         max_iter=200,
-        n_samples_train=1,
+        n_mc_train=1,
         early_stopping=False,
         validation_fraction=0.1,
         n_iter_no_change=10,
         tol=1e-4,
+        warm_start=False,
+        callbacks=None,
         random_state=None,
         verbose=False,
         device="auto",
@@ -232,11 +272,13 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
         self.max_iter = max_iter
-        self.n_samples_train = n_samples_train
+        self.n_mc_train = n_mc_train
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.warm_start = warm_start
+        self.callbacks = callbacks
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
@@ -244,14 +286,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
     # ------------------------------------------------------------ validation
     def _hidden_sizes(self):
-        sizes = self.hidden_layer_sizes
-        sizes = [sizes] if isinstance(sizes, Integral) else list(sizes)
-        if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
-            raise ValueError(
-                "hidden_layer_sizes must hold positive integers (an empty tuple gives a "
-                f"linear encoder and decoder); got {self.hidden_layer_sizes!r}."
-            )
-        return [int(s) for s in sizes]
+        return hidden_layer_sizes(self.hidden_layer_sizes, "a linear encoder and decoder")
 
     def _check_range(self, X):
         if self.likelihood == "bernoulli" and X.size and (X.min() < 0 or X.max() > 1):
@@ -262,8 +297,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             )
 
     def _validate_X(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+        X = self._validate_X_predict(X)
         self._check_range(X)
         return X
 
@@ -291,9 +325,61 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         return self._to_tensor(np.eye(len(self.classes_))[index])
 
     # --------------------------------------------------------------- fitting
+    def _validate_training_data(self, X, y, reset):
+        """Validated X (range-checked) and, for a conditional VAE, its class labels (else None)."""
+        if self.conditional:
+            if y is None:
+                raise ValueError("conditional=True needs the class labels y in fit(X, y).")
+            X, y = validate_data(self, X, y, reset=reset, dtype=(np.float64, np.float32))
+            check_classification_targets(y)
+        else:
+            X, y = validate_data(self, X, reset=reset, dtype=(np.float64, np.float32)), None
+        self._check_range(X)
+        return X, y
+
+    def _model_settings(self, n_features):
+        """What a warm start needs unchanged: the parameters that shape the fitted module."""
+        names = ("n_components", "hidden_layer_sizes", "likelihood", "activation", "conditional", "device", "dtype")
+        return (n_features, *(repr(getattr(self, name)) for name in names))
+
+    def _can_warm_start(self, X, y):
+        if not (self.warm_start and hasattr(self, "module_")):
+            return False
+        if getattr(self, "_fitted_settings", None) != self._model_settings(X.shape[1]):
+            return False
+        return y is None or bool(np.isin(np.unique(y), self.classes_).all())
+
+    def _initialise(self, X, y):
+        """Classes, seeds, device, dtype, the scaling of X, the module and the optimiser."""
+        self.classes_ = None if y is None else np.unique(y)
+        rng = check_random_state(self.random_state)
+        init_seed, self._noise_seed, self._shuffle_seed, self._score_seed, self._split_seed = self._seeds(rng, 5)
+        device = self._resolve_device()
+        dtype = self._resolve_dtype(X.dtype, device)
+        self.device_, self.dtype_ = device, str(dtype).removeprefix("torch.")
+        self._n_features_out = self.n_components
+        self._set_scaling(X)
+        self.module_ = self._build_module(X.shape[1], init_seed, device, dtype)
+        self._init_output_bias(self._to_tensor(self._standardise(X)))
+        self._optimizer = self._make_optimizer()
+        self._fitted_settings = self._model_settings(X.shape[1])
+        self.loss_curve_, self.n_iter_, self._epochs_trained = [], 0, 0
+
+    def _continue(self):
+        """Warm start: keep the module, the classes and the scaling; new seeds and optimiser."""
+        rng = check_random_state(self.random_state)
+        _, self._noise_seed, self._shuffle_seed, self._score_seed, self._split_seed = self._seeds(rng, 5)
+        self._optimizer = self._make_optimizer()
+
+    def _make_optimizer(self):
+        return torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate_init)
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the encoder, the decoder and the noise by maximising the ELBO.
+
+        With ``warm_start=True`` and a fitted model, training continues from
+        it (see ``warm_start``); otherwise the model is initialised afresh.
 
         Parameters
         ----------
@@ -314,42 +400,99 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             Bernoulli likelihood, missing or non-class y for a conditional
             VAE, or a diverging loss (the message says what to change).
         """
-        if self.conditional:
-            if y is None:
-                raise ValueError("conditional=True needs the class labels y in fit(X, y).")
-            X, y = validate_data(self, X, y, dtype=(np.float64, np.float32))
-            check_classification_targets(y)
-            self.classes_ = np.unique(y)
+        X, y = self._validate_training_data(X, y, reset=True)
+        if self._can_warm_start(X, y):
+            self._continue()
         else:
-            X = validate_data(self, X, dtype=(np.float64, np.float32))
-            self.classes_ = None
-        self._check_range(X)
-        rng = check_random_state(self.random_state)
-        init_seed, noise_seed, shuffle_seed, score_seed, split_seed = self._seeds(rng, 5)
-        device = self._resolve_device()
-        dtype = self._resolve_dtype(X.dtype, device)
-        self.device_, self.dtype_ = device, str(dtype).removeprefix("torch.")
-        self._score_seed = score_seed
-        self._n_features_out = self.n_components
-        self._set_scaling(X)
+            self._initialise(X, y)
         X_model = self._to_tensor(self._standardise(X))
-        C = self._condition(y, len(X))
-        self.module_ = self._build_module(X.shape[1], init_seed, device, dtype)
-        self._init_output_bias(X_model)
-        self._train(X_model, C, noise_seed, shuffle_seed, split_seed)
-        likelihood = self.module_.likelihood
-        self.noise_std_ = None
-        if self.likelihood == "gaussian":
-            self.noise_std_ = likelihood.noise_std.detach().cpu().numpy() * self._x_scale
+        result = self._train(
+            X_model,
+            self._condition(y, len(X)),
+            self._noise_seed,
+            self._shuffle_seed,
+            split_seed=self._split_seed if self.early_stopping else None,
+            epochs_done=self._epochs_trained,
+        )
+        self._epochs_trained += result.n_iter
+        self._store_training_result(result)
+        self._set_noise_std()
         return self
 
-    def _set_scaling(self, X):
-        self._x_mean = np.zeros(X.shape[1])
-        self._x_scale = np.ones(X.shape[1])
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Update the model with one epoch over a batch of rows (streaming).
+
+        The first call on a VAE that was never fitted initialises everything
+        from this batch as ``fit`` does (seeds, the standardisation of X for
+        the Gaussian likelihood, the weights, the Bernoulli output bias and,
+        when ``conditional``, the classes, so the first batch must hold every
+        class); ``VAE(random_state=0).partial_fit(X)`` is then the same model
+        as ``VAE(max_iter=1, random_state=0).fit(X)``. Every call takes one
+        pass over its rows in minibatches of ``batch_size``, with Adam's
+        moments carried over between calls (and from a previous ``fit``).
+        The KL warm-up counts calls as epochs (continuing after ``fit``); ``early_stopping`` does not
+        apply (every row is used for training). ``n_iter_`` counts calls and
+        ``loss_curve_`` grows by one value per call.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of training rows; in [0, 1] for ``likelihood="bernoulli"``.
+        y : array-like of shape (n_samples,), default=None
+            Class labels of a ``conditional`` VAE; ignored otherwise.
+
+        Returns
+        -------
+        self : VAE
+            The updated estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, a feature count that differs
+            from earlier calls, X outside [0, 1] for the Bernoulli
+            likelihood, labels not seen in the first call, or a diverging
+            loss.
+        """
+        first = not hasattr(self, "module_")
+        X, y = self._validate_training_data(X, y, reset=first)
+        if first:
+            self._initialise(X, y)
+        elif getattr(self, "_optimizer", None) is None:  # after unpickling
+            self._optimizer = self._make_optimizer()
+        result = self._train(
+            self._to_tensor(self._standardise(X)),
+            self._condition(y, len(X)),
+            self._noise_seed + self.n_iter_,
+            self._shuffle_seed + self.n_iter_,
+            epochs_done=self._epochs_trained,
+            max_iter=1,
+            n_iter_no_change=None,  # one epoch, a fixed schedule
+        )
+        self._epochs_trained += result.n_iter
+        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
+        self.n_iter_ += result.n_iter
+        # the best loss after the warm-up epochs, in which the loss may rise
+        self.best_loss_ = min(self.loss_curve_[max(min(self.kl_warmup_epochs, self.n_iter_) - 1, 0) :])
+        self.validation_scores_, self.best_validation_score_ = None, None
+        self._set_noise_std()
+        return self
+
+    def _set_noise_std(self):
+        self.noise_std_ = None
         if self.likelihood == "gaussian":
-            scale = X.std(axis=0)
-            self._x_mean = X.mean(axis=0).astype(np.float64)
-            self._x_scale = np.where(scale > 0, scale, 1.0).astype(np.float64)
+            self.noise_std_ = self.module_.likelihood.noise_std.detach().cpu().numpy() * self._x_scale
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
+        return state
+
+    def _set_scaling(self, X):
+        # float64 whatever the dtype of X, as the model-unit data are computed from it
+        mean, scale = target_scaling(X, self.likelihood == "gaussian")
+        self._x_mean, self._x_scale = mean.astype(np.float64), scale.astype(np.float64)
 
     def _standardise(self, X):
         return (X - self._x_mean) / self._x_scale
@@ -376,16 +519,13 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             with torch.no_grad():
                 self.module_.decoder.layers[-1].bias.copy_(torch.log(p) - torch.log1p(-p))
 
-    def _loss_fn(self, X, C, noise_seed, n_batches):
-        """Minibatch loss closure with the linear KL warm-up (per optimiser step)."""
+    def _loss_fn(self, X, C, noise_seed, warmup):
+        """Minibatch loss closure; the KL weight is ``beta`` times the warm-up's current weight."""
         generator = self._generator(noise_seed, self.device_)
-        warmup_steps = n_batches * self.kl_warmup_epochs
-        state = {"step": 0}
 
         def loss_fn(idx):
-            beta = self.beta * kl_warmup_weight(state["step"], warmup_steps)
-            state["step"] += 1
-            shape = (self.n_samples_train, len(idx), self.n_components)
+            beta = self.beta * warmup.weight
+            shape = (self.n_mc_train, len(idx), self.n_components)
             eps = torch.randn(shape, generator=generator, device=self.device_, dtype=self._dtype)
             c = None if C is None else C[idx]
             expected_log_lik, kl = self.module_.elbo_terms(X[idx], eps, c)
@@ -394,46 +534,42 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         return loss_fn
 
-    def _train(self, X, C, noise_seed, shuffle_seed, split_seed):
-        n_samples = X.shape[0]
-        train_idx, val_idx = np.arange(n_samples), None
-        if self.early_stopping:
-            train_idx, val_idx = self._validation_split(n_samples, split_seed)
-        X_train, C_train = X[train_idx], None if C is None else C[train_idx]
-        n_train = len(train_idx)
-        batch_size = min(128 if self.batch_size == "auto" else self.batch_size, n_train)
-        n_batches = -(-n_train // batch_size)
-        loss_fn = self._loss_fn(X_train, C_train, noise_seed, n_batches)
+    def _train(self, X, C, noise_seed, shuffle_seed, *, split_seed=None, epochs_done=0, **overrides):
+        """One run of the shared training loop on model-unit rows X (tensor) and conditions C.
 
-        validation_score_fn = None
-        if val_idx is not None:
+        ``split_seed`` holds out a validation split (``early_stopping``);
+        ``epochs_done`` is where the KL warm-up starts; ``overrides`` replace
+        loop settings (``partial_fit``: one epoch, no stopping rule).
+        """
+        n_samples = X.shape[0]
+        X_train, C_train, validation_score_fn = X, C, None
+        if split_seed is not None:
+            train_idx, val_idx = self._validation_split(n_samples, split_seed)
+            X_train, C_train = X[train_idx], None if C is None else C[train_idx]
             X_val, C_val = X[val_idx], None if C is None else C[val_idx]
 
             def validation_score_fn():
                 eps = self._latent_qmc_points(_N_QMC_VALIDATION, self._score_seed)
-                return float(self._elbo(X_val, C_val, eps, self.beta).mean())
+                return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
 
-        optimizer = torch.optim.Adam(self.module_.parameters(), lr=self.learning_rate_init)
-        # The loss rises while beta_t warms up, so stopping waits for it.
+        warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=epochs_done)
+        warmup_left = max(0, self.kl_warmup_epochs - epochs_done)
         self.module_.train()
-        result = fit_loop(
-            loss_fn,
-            optimizer,
-            n_train,
-            batch_size=batch_size,
-            max_iter=self.max_iter,
-            generator=self._generator(shuffle_seed),
-            device=self.device_,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            min_iter=self.kl_warmup_epochs,
-            validation_score_fn=validation_score_fn,
-            module=self.module_,
-            verbose=self.verbose,
-            estimator_name=type(self).__name__,
-        )
-        self.module_.eval()
-        self._store_training_result(result)
+        try:
+            # The loss rises while beta_t warms up, so stopping waits for it.
+            return self._fit_loop(
+                self._loss_fn(X_train, C_train, noise_seed, warmup),
+                self._optimizer,
+                X_train.shape[0],
+                shuffle_seed=shuffle_seed,
+                callbacks=[warmup],
+                min_iter=warmup_left,
+                validation_score_fn=validation_score_fn,
+                module=self.module_,
+                **overrides,
+            )
+        finally:
+            self.module_.eval()
 
     # ---------------------------------------------------------- computation
     def _latent_draws(self, n_draws, seed):
@@ -455,18 +591,17 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         u = engine.draw(n_points, dtype=torch.float64).clamp(_QMC_CLIP, 1 - _QMC_CLIP)
         return torch.special.ndtri(u)[:, None, :].to(device=self.device_, dtype=self._dtype)
 
-    def _row_blocks(self, n_rows, n_draws=1):
-        block = max(1, _PREDICT_BLOCK // (n_draws * self._width))
-        return [slice(start, start + block) for start in range(0, n_rows, block)]
+    def _model_rows(self, X):
+        """The rows of validated X in model units, standardised block by block when read."""
+        return _MappedRows(X, self._standardise)
 
     def _elbo(self, X, C, eps, beta=1.0):
-        """Per-row (beta-)ELBO of model-unit rows X (tensor), a tensor of shape (n,)."""
-        out = []
-        with torch.no_grad():
-            for rows in self._row_blocks(X.shape[0], eps.shape[0]):
-                c = None if C is None else C[rows]
-                out.append(self.module_.elbo(X[rows], eps, c, beta))
-        return torch.cat(out)
+        """Per-row (beta-)ELBO of model-unit rows X (tensor or mapped rows), ndarray of shape (n,)."""
+
+        def elbo(x, rows):
+            return self.module_.elbo(x, eps, None if C is None else C[rows], beta)
+
+        return self._predict_in_blocks(X, elbo, row_size=eps.shape[0] * self._width)
 
     def _log_jacobian(self):
         """log |dx_model / dx| per row: the change of units of the Gaussian density."""
@@ -488,6 +623,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         """
         return self.fit(X, y).transform(X, y)
 
+    @validate_method_params(return_std=["boolean"])
     def transform(self, X, y=None, return_std=False):
         """Posterior means E_q[z | x] of the rows of X.
 
@@ -512,16 +648,14 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         """
         X = self._validate_X(X)
         C = self._condition(y, X.shape[0])
-        means, stds = [], []
-        with torch.no_grad():
-            for rows in self._row_blocks(X.shape[0]):
-                c = None if C is None else C[rows]
-                mu, sigma = self.module_.encode(self._to_tensor(self._standardise(X[rows])), c)
-                means.append(mu.cpu().numpy())
-                stds.append(sigma.cpu().numpy())
-        Z = np.concatenate(means).astype(X.dtype, copy=False)
+
+        def encode(x, rows):
+            return self.module_.encode(x, None if C is None else C[rows])
+
+        Z, Z_std = self._predict_in_blocks(self._model_rows(X), encode, row_size=self._width)
+        Z = Z.astype(X.dtype, copy=False)
         if return_std:
-            return Z, np.concatenate(stds).astype(X.dtype, copy=False)
+            return Z, Z_std.astype(X.dtype, copy=False)
         return Z
 
     def inverse_transform(self, Z, y=None):
@@ -547,13 +681,12 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         return self._decode_mean(self._to_tensor(Z), C).astype(Z.dtype, copy=False)
 
     def _decode_mean(self, Z, C):
-        out = []
-        with torch.no_grad():
-            for rows in self._row_blocks(Z.shape[0]):
-                c = None if C is None else C[rows]
-                out.append(self.module_.mean(self.module_.decode(Z[rows], c)).cpu().numpy())
-        return np.concatenate(out) * self._x_scale + self._x_mean
+        def decode(z, rows):
+            return self.module_.mean(self.module_.decode(z, None if C is None else C[rows]))
 
+        return self._predict_in_blocks(Z, decode, row_size=self._width) * self._x_scale + self._x_mean
+
+    @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
     def sample(self, n_samples=1, y=None, random_state=None):
         """Generate data: decoder means E[x | z] at draws z ~ N(0, I).
 
@@ -574,10 +707,14 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         -------
         X_new : ndarray of shape (n_samples, n_features_in_)
             In the units of X.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not a positive integer or ``random_state`` is
+            not a seed (the message names the argument).
         """
         check_is_fitted(self)
-        if not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer; got {n_samples!r}.")
         C = self._condition(y, n_samples)
         (seed,) = self._seeds(check_random_state(random_state), 1)
         generator = self._generator(seed, self.device_)
@@ -609,8 +746,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         X = self._validate_X(X)
         C = self._condition(y, X.shape[0])
         eps = self._latent_qmc_points(_N_QMC_SCORE, self._score_seed)
-        elbo = self._elbo(self._to_tensor(self._standardise(X)), C, eps)
-        return elbo.cpu().numpy() + self._log_jacobian()
+        return self._elbo(self._model_rows(X), C, eps) + self._log_jacobian()
 
     def score(self, X, y=None):
         """Mean ELBO of the rows of X, nats per row (higher is better).
@@ -627,6 +763,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         """
         return float(np.mean(self.score_samples(X, y)))
 
+    @validate_method_params(n_importance=N_DRAWS, random_state=["random_state"])
     def log_likelihood_iwae(self, X, y=None, *, n_importance=1000, random_state=0):
         """Importance-weighted lower bound on log p(x) of each row (IWAE).
 
@@ -650,28 +787,32 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         -------
         log_likelihood : ndarray of shape (n_samples,)
             In nats, as a density in the units of X.
+
+        Raises
+        ------
+        ValueError
+            If ``n_importance`` is not a positive integer or ``random_state``
+            is not a seed (the message names the argument).
         """
         X = self._validate_X(X)
-        if not isinstance(n_importance, Integral) or n_importance < 1:
-            raise ValueError(f"n_importance must be a positive integer; got {n_importance!r}.")
         C = self._condition(y, X.shape[0])
         (seed,) = self._seeds(check_random_state(random_state), 1)
         eps = self._latent_draws(n_importance, seed)
-        X_model = self._to_tensor(self._standardise(X))
-        rows_per_block = max(1, _PREDICT_BLOCK // (min(n_importance, 256) * self._width))
-        chunk = max(1, _PREDICT_BLOCK // (min(rows_per_block, X.shape[0]) * self._width))
-        out = []
-        with torch.no_grad():
-            for start in range(0, X.shape[0], rows_per_block):
-                rows = slice(start, start + rows_per_block)
-                c = None if C is None else C[rows]
-                total = None
-                for k in range(0, n_importance, chunk):
-                    log_w = self.module_.log_importance_weights(X_model[rows], eps[k : k + chunk], c)
-                    part = torch.logsumexp(log_w, dim=0)
-                    total = part if total is None else torch.logaddexp(total, part)
-                out.append(total - np.log(n_importance))
-        return torch.cat(out).cpu().numpy() + self._log_jacobian()
+        # A block holds at most 256 draws per row at once, the draws' values of
+        # the block's rows as many as a block of rows of predict-in-blocks.
+        block_values = PREDICT_BLOCK_BYTES // eps.element_size()
+
+        def log_likelihood(x, rows):
+            c = None if C is None else C[rows]
+            chunk = max(1, block_values // (x.shape[0] * self._width))
+            total = None
+            for k in range(0, n_importance, chunk):
+                part = torch.logsumexp(self.module_.log_importance_weights(x, eps[k : k + chunk], c), dim=0)
+                total = part if total is None else torch.logaddexp(total, part)
+            return total - np.log(n_importance)
+
+        row_size = min(n_importance, 256) * self._width
+        return self._predict_in_blocks(self._model_rows(X), log_likelihood, row_size=row_size) + self._log_jacobian()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,6 +1,5 @@
 """SparseGPRegressor: sparse variational Gaussian process regression (SVGP)."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -8,17 +7,20 @@ import torch
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import MiniBatchKMeans
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
-from .._training import fit_loop
-from ..base import PredictiveRegressorMixin, TorchEstimatorMixin
+from .._param_validation import (
+    N_DRAWS,
+    TRAINING_CONSTRAINTS,
+    Interval,
+    StrOptions,
+    _fit_context,
+    validate_method_params,
+)
+from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import OBJECTIVES, SVGP, GaussianLikelihood, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel, cholesky
 
-# Entries of A = L_zz^-1 K_zx (M x rows) held at once when predicting (~32 MB in float64).
-_PREDICT_BLOCK = 2**22
 # Largest X for the joint (n, n) covariance of return_cov and sample_y (~200 MB in float64).
 _MAX_JOINT_ROWS = 5000
 # Initial noise standard deviation, in standardised target units, when learned.
@@ -93,14 +95,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         Initial (or fixed) standard deviation of f, sqrt(k(x, x)), in the
         units of y. None is 1 in the units the model works in: the standard
         deviation of y with ``normalize_y``, else 1.
-    noise : "learn" or float, default="learn"
-        ``"learn"`` learns the noise standard deviation (starting at 0.1 in
-        standardised units); a float fixes it, in the units of y.
+    noise_std : "learn" or float, default="learn"
+        Observation noise standard deviation sigma. ``"learn"`` learns it
+        (starting at 0.1 in standardised units); a float fixes it, in the
+        units of y.
     learn_hyperparameters : bool, default=True
         Optimise the length-scales, the signal variance and the constant
         mean. False keeps them at their initial values, like
         ``GaussianProcessRegressor(optimizer=None)``; q(u) is then still fitted.
-    mean : {"constant", "zero"}, default="constant"
+    prior_mean : {"constant", "zero"}, default="constant"
         Prior mean c of f: a learned constant (starting at the mean of the
         targets the model sees) or zero. With ``normalize_y`` zero is the
         mean of y.
@@ -142,6 +145,22 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         a sine 1e-4 stopped 0.9 nats (total ELBO) short of 1e-5.
     n_iter_no_change : int, default=20
         Epochs without an improvement of at least ``tol`` before stopping.
+    warm_start : bool, default=False
+        Make the next ``fit`` continue from the fitted model instead of
+        initialising a new one: the module (q(u), the inducing points, the
+        hyperparameters and the noise) and the y standardisation are kept,
+        and only the optimiser starts afresh (with the current
+        ``learning_rate_init``). The parameters that shape the model
+        (``kernel``, ``n_inducing``, ``learn_inducing``,
+        ``learn_hyperparameters``, ``noise_std``, ``prior_mean``,
+        ``normalize_y``, ``objective``, ``device``, ``dtype``) and the number
+        of features must be those of the fit it continues; otherwise ``fit``
+        starts afresh. ``loss_curve_`` and ``n_iter_`` then describe the
+        latest ``fit`` only.
+    callbacks : list of skbayes._training.Callback or None, default=None
+        Called during training, after the stopping rule (see
+        :class:`skbayes._training.Callback`); ``partial_fit`` calls them too,
+        for its one epoch.
     random_state : int, RandomState instance or None, default=None
         Seeds the inducing-point initialisation and the minibatch order; the
         global torch seed is never touched.
@@ -218,8 +237,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     ``n_seen_``, the running total of rows seen. The closed-form q(u) is
     only used at initialisation there (it would need all rows).
 
-    Not implemented yet: multi-output y, non-Gaussian likelihoods and
-    ``warm_start``.
+    Not implemented yet: multi-output y and non-Gaussian likelihoods.
 
     References
     ----------
@@ -260,13 +278,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         "learn_inducing": ["boolean"],
         "length_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
         "signal_std": [Interval(Real, 0, None, closed="neither"), None],
-        "noise": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
+        "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
         "learn_hyperparameters": ["boolean"],
-        "mean": [StrOptions({"constant", "zero"})],
+        "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
         "objective": [StrOptions(set(OBJECTIVES))],
         "variational_optimizer": [StrOptions({"adam", "ngd"})],
         "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
+        "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
     }
 
@@ -279,9 +298,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         learn_inducing=True,
         length_scale=1.0,
         signal_std=None,
-        noise="learn",
+        noise_std="learn",
         learn_hyperparameters=True,
-        mean="constant",
+        prior_mean="constant",
         normalize_y=True,
         objective="vfe",
         variational_optimizer="adam",
@@ -291,6 +310,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         max_iter=1000,
         tol=1e-5,
         n_iter_no_change=20,
+        warm_start=False,
+        callbacks=None,
         random_state=None,
         verbose=False,
         device="auto",
@@ -302,9 +323,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self.learn_inducing = learn_inducing
         self.length_scale = length_scale
         self.signal_std = signal_std
-        self.noise = noise
+        self.noise_std = noise_std
         self.learn_hyperparameters = learn_hyperparameters
-        self.mean = mean
+        self.prior_mean = prior_mean
         self.normalize_y = normalize_y
         self.objective = objective
         self.variational_optimizer = variational_optimizer
@@ -314,6 +335,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self.max_iter = max_iter
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.callbacks = callbacks
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
@@ -356,17 +379,17 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             kernel,
             n_inducing,
             X.shape[1],
-            mean=self.mean,
+            mean=self.prior_mean,
             learn_inducing=self.learn_inducing,
             learn_mean=self.learn_hyperparameters,
             **factory,
         )
-        learn_noise = self.noise == "learn"
-        noise = _NOISE_INIT if learn_noise else max(self.noise / self._y_scale, 1e-5)
+        learn_noise = self.noise_std == "learn"
+        noise = _NOISE_INIT if learn_noise else max(self.noise_std / self._y_scale, 1e-5)
         likelihood = GaussianLikelihood(1, noise, learn_noise=learn_noise, **factory)
         with torch.no_grad():
             gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
-            if self.mean == "constant":
+            if self.prior_mean == "constant":
                 gp.mean_constant.fill_(float(y.mean()))
             gp.set_optimal_q_(
                 self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2, objective=self.objective
@@ -383,6 +406,23 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             )
         return X, column_or_1d(y, warn=True).astype(np.float64)
 
+    def _auto_batch_size(self, n_samples):
+        """``batch_size="auto"``: min(1024, n_samples), the size used for SVGP in Rossi 2022, chapter 6."""
+        return min(_AUTO_BATCH, n_samples)
+
+    def _model_settings(self, n_features):
+        """What a warm start needs unchanged: the parameters that shape the fitted module."""
+        names = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "noise_std", "prior_mean",
+                 "normalize_y", "objective", "device", "dtype")
+        return (n_features, *(repr(getattr(self, name)) for name in names))
+
+    def _can_warm_start(self, n_features):
+        return (
+            self.warm_start
+            and hasattr(self, "module_")
+            and getattr(self, "_fitted_settings", None) == self._model_settings(n_features)
+        )
+
     def _initialise(self, X, y):
         """Device, dtype, y scaling, the module with q(u) at its optimum, and the optimiser.
 
@@ -393,14 +433,24 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.
         self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
         # Python floats, so that float32 predictions stay float32.
-        self._y_mean, self._y_scale = (float(y.mean()), float(y.std())) if self.normalize_y else (0.0, 1.0)
-        self._y_scale = self._y_scale if self._y_scale > 0 else 1.0
+        y_mean, y_scale = target_scaling(y[:, None], self.normalize_y)
+        self._y_mean, self._y_scale = float(y_mean[0]), float(y_scale[0])
         y = (y - self._y_mean) / self._y_scale
         self.n_inducing_ = min(self.n_inducing, X.shape[0])
         self.module_ = self._build_module(X, self.n_inducing_, init_seed, y)
         self._optimizer = self._make_optimizer()
+        self._fitted_settings = self._model_settings(X.shape[1])
         self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
         return y
+
+    def _continue(self, y):
+        """Warm start: keep the module and the y scaling, draw the seeds, start a new optimiser.
+
+        Returns y standardised as in the fit it continues.
+        """
+        _, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
+        self._optimizer = self._make_optimizer()
+        return (y - self._y_mean) / self._y_scale
 
     def _make_optimizer(self):
         """Adam over everything, or Adam over all but q(u) chained with natural gradients for q(u)."""
@@ -424,26 +474,25 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
                 group["loss_scale"] = float(n_data)  # loss = -objective / N
         return self._optimizer
 
-    def _train(self, X_t, y_t, n_data, max_iter, shuffle_seed):
-        """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data."""
-        batch_size = _AUTO_BATCH if self.batch_size == "auto" else self.batch_size
-        return fit_loop(
+    def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
+        """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
+
+        ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
+        """
+        return self._fit_loop(
             lambda idx: minibatch_loss(self.module_, X_t[idx], y_t[idx], n_data, self.objective),
             self._optimizer_for(n_data),
             X_t.shape[0],
-            batch_size=min(batch_size, X_t.shape[0]),
-            max_iter=max_iter,
-            generator=self._generator(shuffle_seed),
-            device=self.device_,
-            tol=self.tol,
-            n_iter_no_change=self.n_iter_no_change,
-            verbose=self.verbose,
-            estimator_name=type(self).__name__,
+            shuffle_seed=shuffle_seed,
+            **overrides,
         )
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit q(u), the inducing points and the hyperparameters to the data.
+
+        With ``warm_start=True`` and a fitted model, training continues from
+        it (see ``warm_start``); otherwise the model is initialised afresh.
 
         Parameters
         ----------
@@ -465,10 +514,10 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             change).
         """
         X, y = self._validate_training_data(X, y, reset=True)
-        y = self._initialise(X, y)
+        y = self._continue(y) if self._can_warm_start(X.shape[1]) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
-        result = self._train(X_t, y_t, n_samples, self.max_iter, self._shuffle_seed)
+        result = self._train(X_t, y_t, n_samples, self._shuffle_seed)
         with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
             noise_var = self.module_["likelihood"].noise_std[0] ** 2
             self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self.objective)
@@ -518,11 +567,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         X, y = self._validate_training_data(X, y, reset=first)
         y = self._initialise(X, y) if first else (y - self._y_mean) / self._y_scale
         self.n_seen_ += X.shape[0]
-        with warnings.catch_warnings():  # one epoch always "reaches max_iter"
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            result = self._train(
-                self._to_tensor(X), self._to_tensor(y), self.n_seen_, 1, self._shuffle_seed + self.n_iter_
-            )
+        result = self._train(
+            self._to_tensor(X),
+            self._to_tensor(y),
+            self.n_seen_,
+            self._shuffle_seed + self.n_iter_,
+            max_iter=1,
+            n_iter_no_change=None,  # one epoch, a fixed schedule
+        )
         self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
         self.n_iter_ += result.n_iter
         self.best_loss_ = min(self.loss_curve_)
@@ -543,22 +595,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
 
     # --------------------------------------------------------------- prediction
-    def _validate_X_predict(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
-
     def _latent_marginals(self, X):
         """Mean and variance of q(f) at validated X, numpy, standardised units."""
         gp = self.module_["gp"]
-        block = max(1, _PREDICT_BLOCK // gp.n_inducing)
-        means, variances = [], []
         with torch.no_grad():
             chol_zz = gp.chol_zz()
-            for start in range(0, X.shape[0], block):
-                mean, var = gp.predict_f(self._to_tensor(X[start : start + block]), chol_zz=chol_zz)
-                means.append(mean)
-                variances.append(var)
-        return torch.cat(means).cpu().numpy(), torch.cat(variances).cpu().numpy()
+        # A = L_zz^-1 K_zx holds M values per row.
+        return self._predict_in_blocks(
+            X, lambda x, rows: gp.predict_f(x, chol_zz=chol_zz), row_size=gp.n_inducing
+        )
 
     def _joint(self, X):
         """Mean (n,) and covariance (n, n) of y at validated X, standardised units, tensors."""
@@ -608,6 +653,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             aleatoric_std=aleatoric,
         )
 
+    @validate_method_params(return_std=["boolean"], return_cov=["boolean"])
     def predict(self, X, return_std=False, return_cov=False):
         """Predictive mean, and optionally its standard deviation or covariance.
 
@@ -636,9 +682,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         sklearn.exceptions.NotFittedError
             If called before ``fit``.
         ValueError
-            If X has NaN/inf or the wrong number of features, if both
-            ``return_std`` and ``return_cov`` are set, or ``return_cov`` with
-            too many rows.
+            If X has NaN/inf or the wrong number of features, if
+            ``return_std`` or ``return_cov`` is not a bool, if both are set,
+            or ``return_cov`` with too many rows.
         """
         if return_std and return_cov:
             raise ValueError("At most one of return_std and return_cov can be requested; got both.")
@@ -652,6 +698,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         mean, _ = self._latent_marginals(self._validate_X_predict(X))
         return mean * self._y_scale + self._y_mean
 
+    @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
     def sample_y(self, X, n_samples=1, random_state=0):
         """Draw joint samples of y from the predictive distribution.
 
@@ -672,6 +719,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         -------
         y_samples : ndarray of shape (n_samples_X, n_samples)
             In the units of y; samples on the last axis.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not a positive integer, ``random_state`` is
+            not a seed, or X has more than 5,000 rows.
         """
         mean, cov = self._joint(self._validate_X_predict(X))
         with torch.no_grad():
