@@ -1,5 +1,6 @@
 """Behaviour of BayesianMLPRegressor: uncertainty, objective, API contract."""
 
+import copy
 import pickle
 import warnings
 
@@ -14,12 +15,20 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor, DeviceWarning
+from skbayes._training import Callback, KLWarmup, TrainingState
 from skbayes.datasets import fetch_uci, get_uci_split
-from skbayes.neural_network._inference import get_inference_method
+from skbayes.inference import FitContext, MCDropout, MeanFieldVI
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 NOISE = 0.2
+
+
+def _draws(model, X):
+    """The network outputs (T, n, k) under the weight draws that prediction uses."""
+    parameters, _ = model._draw_parameters(model.n_mc_predict, model._predict_seed)
+    with torch.no_grad():
+        return model.module_["network"].forward_with(model._to_tensor(X), parameters).numpy()
 
 
 def _sine(n, seed, low=-3.0, high=3.0):
@@ -66,14 +75,30 @@ def test_epistemic_uncertainty_grows_away_from_the_data(fitted, inference):
     assert ratio >= 3
 
 
-def test_predictive_std_decomposes(fitted, sine_data):
+def test_predictive_std_matches_a_brute_force_mixture(fitted, sine_data):
+    # Independent computations of each part: the noise from the likelihood's
+    # raw parameter (softplus + floor, by hand), the epistemic spread from
+    # 4000 fresh weight draws of the network's posterior (another seed than
+    # prediction's), and the total from 20,000 draws of y by sample_y.
     _, (X_test, _) = sine_data
-    u = fitted["mfvi"].predict_uncertainty(X_test[:50])
-    np.testing.assert_allclose(u.std**2, u.epistemic_std**2 + u.aleatoric_std**2, rtol=1e-10)
-    np.testing.assert_allclose(u.aleatoric_std, fitted["mfvi"].noise_std_[0])
-    mean, std = fitted["mfvi"].predict(X_test[:50], return_std=True)
+    X = X_test[:50]
+    model = copy.deepcopy(fitted["mfvi"]).set_params(n_mc_predict=4000)
+    u = model.predict_uncertainty(X)
+    raw = float(model.module_["likelihood"].raw_noise.detach().reshape(-1)[0])
+    noise = (np.log1p(np.exp(raw)) + 1e-6) * model._y_scale[0]
+    np.testing.assert_allclose(u.aleatoric_std, noise, rtol=1e-10)
+    network = model.module_["network"]
+    with torch.no_grad():
+        params = network.sample_parameters(4000, torch.Generator().manual_seed(123))
+        f = network.forward_with(torch.tensor(X), params)[..., 0].numpy() * model._y_scale[0]
+    # 4000 draws each: the two spreads agree to a few per cent
+    np.testing.assert_allclose(u.epistemic_std, f.std(0), rtol=0.08)
+    np.testing.assert_allclose(u.mean, f.mean(0) + model._y_mean[0], atol=0.05 * u.std.min())
+    samples = model.sample_y(X, n_samples=20_000, random_state=2)
+    np.testing.assert_allclose(u.std, samples.std(axis=1), rtol=0.03)
+    mean, std = model.predict(X, return_std=True)
     np.testing.assert_array_equal(mean, u.mean)
-    np.testing.assert_array_equal(std, fitted["mfvi"].predict_std(X_test[:50]))
+    np.testing.assert_array_equal(std, model.predict_std(X))
 
 
 def test_sample_y_matches_the_predictive_moments(fitted, sine_data):
@@ -101,8 +126,7 @@ def test_log_predictive_density_matches_a_direct_mixture(fitted, sine_data):
     _, (X_test, y_test) = sine_data
     model = fitted["mfvi"]
     X, y = X_test[:30], y_test[:30]
-    f = np.concatenate([d.numpy() for _, d in model._function_draws(X, model.n_samples_predict, model._predict_seed)], 1)
-    f = f[..., 0] * model._y_scale[0] + model._y_mean[0]
+    f = _draws(model, X)[..., 0] * model._y_scale[0] + model._y_mean[0]
     expected = logsumexp(norm.logpdf(y, f, model.noise_std_[0]), axis=0) - np.log(len(f))
     np.testing.assert_allclose(model.log_predictive_density(X, y), expected, rtol=1e-8)
 
@@ -118,8 +142,8 @@ def test_mean_field_vi_of_a_linear_model_matches_the_exact_posterior():
     X = rng.randn(n, 2)
     y = X @ np.array([1.0, -0.5]) + 0.3 + noise * rng.randn(n)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), noise=noise, normalize_y=False, prior_scale=prior,
-        batch_size=n, learning_rate_init=0.01, max_iter=3000, n_samples_train=8,
+        hidden_layer_sizes=(), inference=MeanFieldVI(n_mc_train=8), noise_std=noise, normalize_y=False,
+        prior_scale=prior, batch_size=n, learning_rate_init=0.01, max_iter=3000,
         tol=0.0, n_iter_no_change=3000, random_state=0,
     ).fit(X, y)
     Phi = np.c_[X, np.ones(n)]
@@ -139,36 +163,54 @@ def test_kl_weight_does_not_depend_on_the_batch_size():
     # 0 makes the forward pass deterministic so the identity is exact.
     rng = np.random.RandomState(0)
     X, y = rng.randn(120, 3), rng.randn(120)
-    model = BayesianMLPRegressor(inference="mc_dropout", dropout_rate=0.0, max_iter=1, random_state=0)
+    model = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.0), max_iter=1, random_state=0)
     model.fit(X, y)
     module = model.module_
     x_t, y_t = torch.tensor(X), torch.tensor(y[:, None])
-    kl = float(module["network"].kl())
-    method = get_inference_method("mc_dropout")(model)
+    kl = float(module["network"].kl().detach())
+    # the loss the training loop minimises, built by the fitted method
+    context = FitContext(generator=torch.Generator(), n_data=120, batch_size=120)
+    loss_fn = model.inference_.prepare(module, x_t, y_t, model._settings(), context).loss_fn
 
-    def minibatch_loss(module, x, y, n_data):
-        return method.loss(module, x, y, n_data, kl_weight=1.0, generator=None)
+    def minibatch_loss(start, stop):
+        return float(loss_fn(torch.arange(start, stop)))
 
     with torch.no_grad():
-        full = float(minibatch_loss(module, x_t, y_t, 120))
+        full = minibatch_loss(0, 120)
         for batch in (1, 8, 40, 120):
-            losses = [float(minibatch_loss(module, x_t[i : i + batch], y_t[i : i + batch], 120)) for i in range(0, 120, batch)]
+            losses = [minibatch_loss(i, i + batch) for i in range(0, 120, batch)]
             assert np.mean(losses) == pytest.approx(full, rel=1e-10)
             # the KL enters each minibatch loss with weight 1/N
             nll = -float(module["likelihood"].log_prob(y_t[:batch], module["network"](x_t[:batch])).mean())
             assert losses[0] == pytest.approx(nll + kl / 120, rel=1e-10)
 
 
+class _SetWeights(Callback):
+    """At the end of training, give the one layer the stored weights W' = [[3], [4]] and bias b = [2]."""
+
+    def on_train_end(self, state):
+        layer = self.model.module_["network"].layers[0]
+        with torch.no_grad():
+            layer.weight.copy_(torch.tensor([[3.0], [4.0]], dtype=layer.weight.dtype))
+            layer.bias.fill_(2.0)
+
+
 def test_mc_dropout_weight_decay_follows_the_kl_condition():
-    # Gal (2016) eq. 3.13 with inverted dropout: KL ~ l^2/(2(1-p))||M'||^2 + l^2/2 ||b||^2.
-    model = BayesianMLPRegressor(inference="mc_dropout", dropout_rate=0.2, prior_scale=0.5, max_iter=1, random_state=0)
-    model.fit(np.random.RandomState(0).randn(20, 3), np.arange(20.0))
-    l2 = 1 / 0.5**2
-    expected = sum(
-        l2 / (2 * 0.8) * float((layer.weight**2).sum()) + l2 / 2 * float((layer.bias**2).sum())
-        for layer in model.module_["network"].layers
+    # Gal (2016) eq. 3.13: KL ~ (1-p) l^2/2 ||M||^2 + l^2/2 ||b||^2 for the
+    # unscaled means M. Inverted dropout stores M' = (1-p) M. A linear model
+    # (2 inputs, 1 output) with p = 0.2, prior_scale = 0.5 (l^2 = 4), stored
+    # W' = [[3], [4]] (||M'||^2 = 25, so ||M||^2 = 25 / 0.64 = 39.0625) and
+    # b = [2]:  0.8 * 2 * 39.0625 + 2 * 4 = 62.5 + 8 = 70.5 nats, worked by hand.
+    # The callback sets the weights before the method reports its KL.
+    set_weights = _SetWeights()
+    model = BayesianMLPRegressor(
+        hidden_layer_sizes=(), inference=MCDropout(dropout_rate=0.2), prior_scale=0.5, max_iter=1,
+        callbacks=[set_weights], random_state=0,
     )
-    assert model.kl_ == pytest.approx(expected, rel=1e-12)
+    set_weights.model = model
+    model.fit(np.random.RandomState(0).randn(20, 2), np.arange(20.0))
+    assert model.module_["network"].layers[0].weight.shape == (2, 1)
+    assert model.inference_diagnostics_["kl"] == pytest.approx(70.5, rel=1e-12)
 
 
 # ------------------------------------------------------------- reproducibility
@@ -262,7 +304,7 @@ def test_large_inputs_are_predicted_in_blocks(fitted):
 
 def test_fixed_noise_is_kept_in_the_units_of_y(sine_data):
     (X, y), _ = sine_data
-    model = BayesianMLPRegressor(noise=0.7, max_iter=3, random_state=0).fit(X, 5 * y)
+    model = BayesianMLPRegressor(noise_std=0.7, max_iter=3, random_state=0).fit(X, 5 * y)
     np.testing.assert_allclose(model.noise_std_, [0.7])
 
 
@@ -329,9 +371,9 @@ def test_feature_count_mismatch_is_reported(fitted):
     [
         ({"hidden_layer_sizes": (10, 0)}, "hidden_layer_sizes must hold positive integers"),
         ({"inference": "laplace"}, "'inference' parameter"),
-        ({"dropout_rate": 1.0}, "'dropout_rate' parameter"),
+        ({"inference": MCDropout(dropout_rate=1.0)}, "'dropout_rate' parameter"),
         ({"prior_scale": 0}, "'prior_scale' parameter"),
-        ({"noise": "fixed"}, "'noise' parameter"),
+        ({"noise_std": "fixed"}, "'noise_std' parameter"),
         ({"device": "tpu"}, "not a valid torch device"),
     ],
 )
@@ -358,6 +400,7 @@ def test_convergence_warning_at_max_iter():
 
 
 # ------------------------------------------------------------------- real data
+@pytest.mark.slow
 @pytest.mark.parametrize("inference", ["mfvi", "mc_dropout"])
 def test_uci_concrete_split_reaches_a_sane_test_log_likelihood(data_home, inference):
     # Published rows on concrete (Cinelli 2019, Table 3.3): Bayes by Backprop
@@ -376,10 +419,10 @@ def test_grid_search_with_an_uncertainty_aware_scorer(sine_data):
 
     (X, y), (X_test, y_test) = sine_data
     pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(max_iter=40, random_state=0))
-    grid = {"bayesianmlpregressor__noise": [0.05, 0.2, 2.0]}
+    grid = {"bayesianmlpregressor__noise_std": [0.05, 0.2, 2.0]}
     search = GridSearchCV(pipe, grid, cv=2, scoring=get_scorer("neg_gaussian_nll")).fit(X, y)
     # The noise level the data were generated with wins on held-out NLL.
-    assert search.best_params_ == {"bayesianmlpregressor__noise": 0.2}
+    assert search.best_params_ == {"bayesianmlpregressor__noise_std": 0.2}
     mean, std = search.best_estimator_.predict(X_test, return_std=True)
     assert search.score(X_test, y_test) == pytest.approx(-gaussian_nll(y_test, mean, y_std=std))
 
@@ -396,13 +439,18 @@ def test_kl_warmup_starts_from_the_likelihood_alone():
     assert kl_warmup_weight(0, 0) == 1.0
     rng = np.random.RandomState(0)
     X, y = rng.randn(64, 2), rng.randn(64)
-    model = BayesianMLPRegressor(kl_warmup_epochs=3, max_iter=3, batch_size=64, random_state=0)
-    method = get_inference_method("mfvi")(model)
-    assert method.kl_weight(0, n_batches=1) == 0.0
-    assert method.kl_weight(1, n_batches=1) == pytest.approx(1 / 3)
-    assert method.kl_weight(3, n_batches=1) == 1.0
+    model = BayesianMLPRegressor(inference=MeanFieldVI(kl_warmup_epochs=3), max_iter=3, batch_size=64, random_state=0)
+    # the callback the method trains with: one step per epoch here
+    warmup = KLWarmup(3)
+    state = TrainingState(module=None, optimizer=None, n_batches=1)
+    warmup.on_train_begin(state)
+    assert warmup.weight == 0.0
+    for step, expected in [(1, 1 / 3), (3, 1.0)]:
+        state.step = step
+        warmup.on_batch_end(state)
+        assert warmup.weight == pytest.approx(expected)
     # The KL of the prior-far initial posterior is large, so the first epochs'
     # losses (little KL) are far below the same model's loss without warm-up.
     with_warmup = model.fit(X, y).loss_curve_[0]
-    without = clone(model).set_params(kl_warmup_epochs=0).fit(X, y).loss_curve_[0]
+    without = clone(model).set_params(inference__kl_warmup_epochs=0).fit(X, y).loss_curve_[0]
     assert with_warmup < without - 1.0

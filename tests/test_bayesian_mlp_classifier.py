@@ -12,6 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPClassifier
+from skbayes.nn import StackedMLP
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -37,8 +38,9 @@ def test_learns_string_labelled_classes(fitted, blobs):
 
 def test_predict_proba_is_the_average_of_the_softmax_not_of_the_logits(fitted, blobs):
     X = blobs[0][:25]
-    draws = [f for _, f in fitted._function_draws(X, fitted.n_samples_predict, fitted._predict_seed)]
-    logits = torch.cat(draws, dim=1).numpy()  # (T, n, C)
+    parameters, _ = fitted._draw_parameters(fitted.n_mc_predict, fitted._predict_seed)
+    with torch.no_grad():
+        logits = fitted.module_["network"].forward_with(torch.tensor(X), parameters).numpy()  # (T, n, C)
     softmax = np.exp(logits - logits.max(-1, keepdims=True))
     softmax /= softmax.sum(-1, keepdims=True)
     proba = fitted.predict_proba(X)
@@ -47,13 +49,62 @@ def test_predict_proba_is_the_average_of_the_softmax_not_of_the_logits(fitted, b
     np.testing.assert_allclose(fitted.predict_log_proba(X), np.log(proba))
 
 
-def test_uncertainty_measures_satisfy_their_identities(fitted, blobs):
-    u = fitted.predict_uncertainty(blobs[0][:50])
-    np.testing.assert_allclose(u.predictive_entropy, u.expected_entropy + u.mutual_information, atol=1e-12)
-    assert np.all(u.mutual_information >= 0)
-    assert np.all(u.predictive_entropy <= np.log(3) + 1e-12)
-    np.testing.assert_allclose(u.variation_ratio, 1 - u.proba.max(1))
-    np.testing.assert_array_equal(fitted.score_ood(blobs[0][:50]), u.mutual_information)
+@pytest.fixture(scope="module")
+def cat_dog():
+    """A cat/dog classifier whose two weight draws are set by hand (Gal 2016, section 3.3.1).
+
+    Linear members on one-hot inputs, logits (+-L) with L = 50, so each
+    draw's softmax is (1, 0), (0, 1) or (1/2, 1/2) to within e^-100:
+
+    - row 0: both draws say p = (1/2, 1/2) (a model unsure of the label);
+    - row 1: one draw says (1, 0), the other (0, 1) (draws that disagree);
+    - row 2: both draws say (1, 0) (a confident model).
+    """
+    X = np.eye(3)
+    clf = BayesianMLPClassifier(hidden_layer_sizes=(), max_iter=1, random_state=0).fit(X, ["cat", "dog", "cat"])
+    L = 50.0
+    logits = torch.tensor(
+        [
+            [[0, 0], [L, -L], [L, -L]],  # draw 1: rows 0, 1, 2
+            [[0, 0], [-L, L], [L, -L]],  # draw 2
+        ],
+        dtype=torch.float64,
+    )
+    weight = torch.cat([logits, torch.zeros(2, 1, 2, dtype=torch.float64)], dim=1)  # bias row 0
+    clf.module_["network"] = StackedMLP.from_weights([weight])
+    return clf, X
+
+
+def test_uncertainty_measures_match_gals_three_cases(cat_dog):
+    # Hand-derived (Gal 2016, section 3.3.1), entropies in nats:
+    #   unsure:    H[p] = log 2, E[H] = log 2, MI = 0,     variation ratio 1/2
+    #   disagree:  H[p] = log 2, E[H] = 0,     MI = log 2, variation ratio 1/2
+    #   confident: H[p] = 0,     E[H] = 0,     MI = 0,     variation ratio 0
+    clf, X = cat_dog
+    u = clf.predict_uncertainty(X)
+    log2 = np.log(2)
+    np.testing.assert_allclose(u.proba, [[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]], atol=1e-12)
+    np.testing.assert_allclose(u.predictive_entropy, [log2, log2, 0.0], atol=1e-12)
+    np.testing.assert_allclose(u.expected_entropy, [log2, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(u.mutual_information, [0.0, log2, 0.0], atol=1e-12)
+    np.testing.assert_allclose(u.variation_ratio, [0.5, 0.5, 0.0], atol=1e-12)
+    np.testing.assert_allclose(clf.score_ood(X), [0.0, log2, 0.0], atol=1e-12)
+    assert clf.predict(X[2:]).tolist() == ["cat"]
+
+
+def test_uncertainty_of_uneven_draws_matches_a_hand_computation(cat_dog):
+    # Three draws on one row: p = (1, 0), (0, 1), (1/2, 1/2). Mean p = (1/2, 1/2):
+    # H[p] = log 2; E[H] = (0 + 0 + log 2) / 3; MI = 2/3 log 2.
+    clf, _ = cat_dog
+    L = 50.0
+    logits = torch.tensor([[[L, -L]], [[-L, L]], [[0.0, 0.0]]], dtype=torch.float64)
+    weight = torch.cat([torch.zeros(3, 3, 2, dtype=torch.float64), logits], dim=1)  # bias only
+    uneven = pickle.loads(pickle.dumps(clf))
+    uneven.module_["network"] = StackedMLP.from_weights([weight])
+    u = uneven.predict_uncertainty(np.zeros((1, 3)))
+    np.testing.assert_allclose(u.predictive_entropy, [np.log(2)], atol=1e-12)
+    np.testing.assert_allclose(u.expected_entropy, [np.log(2) / 3], atol=1e-12)
+    np.testing.assert_allclose(u.mutual_information, [2 * np.log(2) / 3], atol=1e-12)
 
 
 def test_epistemic_uncertainty_is_higher_far_from_the_data(fitted, blobs, request):

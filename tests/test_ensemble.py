@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.neural_network._inference._ensemble import member_losses, sum_gradient_mean_value
+from skbayes.inference import DeepEnsemble
+from skbayes.inference._ensemble import member_losses, sum_gradient_mean_value
 from skbayes.nn import GaussianLikelihood, StackedMLP
 
 from _exact_blr import exact_blr_predictive, make_blr_data
@@ -123,8 +124,7 @@ def sine_ensemble():
     X, y = _sine(200, 0)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(16,),
-        inference="ensemble",
-        n_estimators=4,
+        inference=DeepEnsemble(n_estimators=4),
         learning_rate_init=0.01,
         max_iter=150,
         random_state=0,
@@ -143,6 +143,14 @@ def test_predictive_is_the_uniform_mixture_of_the_members(sine_ensemble):
     np.testing.assert_allclose(parts.mean, f.mean(0), rtol=1e-10)
     np.testing.assert_allclose(parts.epistemic_std**2, f.var(0), rtol=1e-8)  # spread of the member means
     np.testing.assert_allclose(parts.aleatoric_std**2, np.mean(sigma**2), rtol=1e-8)  # mean noise variance
+    # the mixture's variance from its moments, member by member:
+    # E[y^2] - E[y]^2 with E[y^2] = mean_m (f_m^2 + sigma_m^2)
+    second_moment = np.mean(f**2 + sigma[:, None] ** 2, axis=0)
+    np.testing.assert_allclose(parts.std**2, second_moment - f.mean(0) ** 2, rtol=1e-8)
+    # and by brute force: 40,000 draws of y, each from a random member with its own noise
+    samples = model.sample_y(Xt, n_samples=40_000, random_state=0)
+    np.testing.assert_allclose(samples.mean(1), parts.mean, atol=0.05 * parts.std.min())
+    np.testing.assert_allclose(samples.std(1), parts.std, rtol=0.03)
     # the exact mixture density, member by member with its own noise
     y = np.sin(2 * Xt[:, 0])
     dens = np.exp(-0.5 * ((y - f) / sigma[:, None]) ** 2) / (np.sqrt(2 * np.pi) * sigma[:, None])
@@ -167,7 +175,7 @@ def test_epistemic_uncertainty_grows_away_from_the_data(sine_ensemble):
 
 def test_same_random_state_gives_identical_ensembles():
     X, y = _sine(60, 1)
-    kw = dict(hidden_layer_sizes=(8,), inference="ensemble", n_estimators=3, max_iter=5)
+    kw = dict(hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3), max_iter=5)
     fits = [BayesianMLPRegressor(random_state=s, **kw).fit(X, y) for s in (0, 0, 1)]
     a, b, c = (m.predict(X, return_std=True)[1] for m in fits)
     np.testing.assert_array_equal(a, b)
@@ -184,7 +192,7 @@ def test_ensemble_of_linear_models_finds_the_posterior_mean_but_no_spread():
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
         inference="ensemble",
-        noise=0.3,
+        noise_std=0.3,
         normalize_y=False,
         batch_size=100,
         learning_rate_init=0.05,
@@ -204,7 +212,7 @@ def test_classifier_ensemble_averages_member_probabilities():
     X = np.vstack([rng.normal(-1.5, 1, (60, 2)), rng.normal(1.5, 1, (60, 2))])
     y = np.repeat([0, 1], 60)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(8,), inference="ensemble", n_estimators=3, max_iter=60, random_state=0
+        hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3), max_iter=60, random_state=0
     )
     clf.fit(X, y)
     proba = clf.predict_proba(X)

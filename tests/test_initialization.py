@@ -7,6 +7,7 @@ from _exact_blr import exact_blr_posterior, make_blr_data
 from sklearn.datasets import make_blobs
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import MeanFieldVI, Vadam
 from skbayes.nn import INITIALIZATIONS, BayesianMLP, GaussianLikelihood, iblm_init, negative_elbo
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -52,8 +53,8 @@ def test_iblm_through_the_estimator_before_training():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3, random_state=3)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
-        init="iblm",
-        noise=0.3,
+        inference=MeanFieldVI(init="iblm"),
+        noise_std=0.3,
         normalize_y=False,
         learning_rate_init=1e-12,
         max_iter=1,
@@ -199,13 +200,12 @@ def test_orthogonal_and_lsuv():
 
 
 @pytest.mark.parametrize("init", sorted(INITIALIZATIONS))
-@pytest.mark.parametrize("inference", ["mfvi", "vadam"])
-def test_every_initialisation_fits(init, inference):
+@pytest.mark.parametrize("method", [MeanFieldVI, Vadam])
+def test_every_initialisation_fits(init, method):
     X, y, _ = make_blr_data(n_samples=40, random_state=0)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(5,),
-        inference=inference,
-        init=init,
+        inference=method(init=init),
         max_iter=2,
         random_state=0,
     )
@@ -215,6 +215,6 @@ def test_every_initialisation_fits(init, inference):
 def test_iblm_classifier_fits():
     X, y = make_blobs(120, centers=2, random_state=0)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(8,), init="iblm", max_iter=5, random_state=0
+        hidden_layer_sizes=(8,), inference=MeanFieldVI(init="iblm"), max_iter=5, random_state=0
     ).fit(X, y)
     assert clf.score(X, y) > 0.9

@@ -254,15 +254,15 @@ def _blr_fit(max_iter, n_features=2):
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
         inference="pbp",
-        noise=0.3,
+        noise_std=0.3,
         normalize_y=False,
         max_iter=max_iter,
-        n_samples_predict=4000,
+        n_mc_predict=4000,
         random_state=0,
     ).fit(X, y)
     # PBP infers the prior scale; compare with the exact posterior under the
     # inferred prior (N(0, E[1/lambda]) on the weights scaled by 1/sqrt(d + 1)).
-    prior_scale = model.pbp_prior_std_ / math.sqrt(n_features + 1)
+    prior_scale = model.inference_diagnostics_["prior_std"] / math.sqrt(n_features + 1)
     return model, X, y, X_test, prior_scale
 
 
@@ -336,7 +336,7 @@ def test_learned_noise_is_recovered():
 def test_fixed_noise_is_kept():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3)
     model = BayesianMLPRegressor(
-        (5,), inference="pbp", noise=0.5, max_iter=2, random_state=0
+        (5,), inference="pbp", noise_std=0.5, max_iter=2, random_state=0
     ).fit(X, y)
     np.testing.assert_allclose(model.noise_std_, [0.5])
     # q(gamma) untouched: still the hyperprior Ga(6, 6)
@@ -353,7 +353,17 @@ def test_epistemic_uncertainty_grows_away_from_the_data():
     inside = model.predict_uncertainty(np.linspace(-1.5, 1.5, 7)[:, None]).epistemic_std
     outside = model.predict_uncertainty(np.array([[-6.0], [6.0]])).epistemic_std
     assert outside.min() > 3 * inside.max()
-    assert model.pbp_n_rejected_ >= 0 and model.pbp_prior_std_ > 0
+    # the reported prior scale is E[1/lambda]^(1/2) = (beta / (alpha - 1))^(1/2)
+    # of the fitted Gamma posterior of the prior precision, worked out here
+    net = model.module_["network"]
+    alpha, beta = float(net.prior_alpha), float(net.prior_beta)
+    diagnostics = model.inference_diagnostics_
+    assert diagnostics["prior_std"] == pytest.approx(math.sqrt(beta / (alpha - 1)), rel=1e-12)
+    assert alpha > 6.0  # the Ga(6, 6) hyperprior has been updated by the data
+    # a count of skipped weight updates: an integer, at most one per weight per step
+    n_weights = sum(layer.mean.numel() for layer in net.layers)
+    assert isinstance(diagnostics["n_rejected"], int)
+    assert 0 <= diagnostics["n_rejected"] <= 5 * 200 * n_weights
 
 
 def test_minibatch_steps_and_multi_output():

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import SGHMC as SGHMCMethod
 from skbayes.nn import SGHMC, split_rhat
 
 from _exact_blr import exact_blr_predictive, make_blr_data
@@ -131,8 +132,13 @@ def test_split_rhat_edge_cases():
 
 
 # --------------------------------------------------------------- the estimator
+_METHOD_PARAMS = set(SGHMCMethod().get_params())
+
+
 def _sghmc(estimator=BayesianMLPRegressor, **kw):
-    return estimator(inference="sghmc", **kw)
+    """The estimator with inference=SGHMC(...): the sampler's settings go to the method object."""
+    method = SGHMCMethod(**{k: v for k, v in kw.items() if k in _METHOD_PARAMS})
+    return estimator(inference=method, **{k: v for k, v in kw.items() if k not in _METHOD_PARAMS})
 
 
 def test_sghmc_on_a_linear_model_samples_the_exact_posterior():
@@ -145,7 +151,7 @@ def test_sghmc_on_a_linear_model_samples_the_exact_posterior():
     X, y, Xt = make_blr_data(n_samples=100)
     model = _sghmc(
         hidden_layer_sizes=(),
-        noise=0.3,
+        noise_std=0.3,
         normalize_y=False,
         batch_size=20,
         n_chains=16,
@@ -160,7 +166,7 @@ def test_sghmc_on_a_linear_model_samples_the_exact_posterior():
     np.testing.assert_allclose(parts.epistemic_std, epistemic, rtol=0.25)
     np.testing.assert_allclose(parts.std, std, rtol=0.05)
     assert model.module_["network"].n_members == 16 * 40
-    assert 1.0 <= model.rhat_ < 1.1  # well-mixed chains
+    assert 1.0 <= model.inference_diagnostics_["rhat"] < 1.1  # well-mixed chains
     assert model.n_iter_ == 100 + 2 * 40  # the schedule, in epochs
 
 
@@ -168,10 +174,10 @@ def test_stuck_chains_are_flagged_by_rhat():
     X, y, _ = make_blr_data(n_samples=100)
     # a vanishing step size leaves every chain at its own random initialisation
     model = _sghmc(
-        step_size=1e-12, hidden_layer_sizes=(), noise=0.3, n_chains=4, burn_in=0, thinning=1,
+        step_size=1e-12, hidden_layer_sizes=(), noise_std=0.3, n_chains=4, burn_in=0, thinning=1,
         n_kept_samples=8, random_state=0,
     ).fit(X, y)
-    assert model.rhat_ > 1.1
+    assert model.inference_diagnostics_["rhat"] > 1.1
 
 
 @pytest.fixture(scope="module")
@@ -216,8 +222,8 @@ def test_warm_start_restarts_each_chain_from_its_last_sample():
     last = model.module_["network"].layers[0].weight.detach()[[3, 7, 11]]
     noise = model.module_["likelihood"].raw_noise.detach()[[3, 7, 11]]
     # with a vanishing step the restarted chains stay where they were
-    model.set_params(warm_start=True, burn_in=0, n_kept_samples=2)
-    model.set_params(step_size=1e-12)
+    model.set_params(warm_start=True, inference__burn_in=0, inference__n_kept_samples=2)
+    model.set_params(inference__step_size=1e-12)
     model.fit(X, y)
     weight = model.module_["network"].layers[0].weight.detach()
     assert weight.shape[0] == 3 * 2
@@ -239,4 +245,4 @@ def test_classifier_averages_the_kept_samples():
     assert logits.shape[0] == 2 * 5
     np.testing.assert_allclose(proba, torch.softmax(logits, -1).mean(0).numpy(), rtol=1e-8)
     assert clf.score(X, y) > 0.85
-    assert np.isfinite(clf.rhat_)
+    assert np.isfinite(clf.inference_diagnostics_["rhat"])

@@ -7,6 +7,7 @@ from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from sklearn.datasets import make_blobs
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import Vadam as VadamMethod
 from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear, Vadam
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -62,8 +63,8 @@ def blr():
     fits = {
         batch: BayesianMLPRegressor(
             hidden_layer_sizes=(),
-            inference="vadam",
-            noise=NOISE,
+            inference=VadamMethod(n_mc_train=1),
+            noise_std=NOISE,
             normalize_y=False,
             prior_scale=PRIOR,
             batch_size=batch,
@@ -71,7 +72,6 @@ def blr():
             max_iter=epochs,
             tol=0.0,
             n_iter_no_change=10**6,
-            n_samples_train=1,
             random_state=0,
         ).fit(X, y)
         for batch, epochs in [(1, 120), (10, 600)]

@@ -9,8 +9,8 @@ y standardised with the training statistics) it times full training runs of
   (or the methods named by ``--methods``: ``pbp``, ``vadam``, ``sghmc``,
   ``ensemble`` too, in float64) with default settings except
   ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
-  and ``random_state=0`` (for ``sghmc``, ``burn_in=epochs-1``, ``thinning=1``,
-  ``n_kept_samples=1``, the same number of epochs);
+  and ``random_state=0`` (for ``sghmc``, ``inference=SGHMC(burn_in=epochs-1,
+  thinning=1, n_kept_samples=1)``, the same number of epochs);
 * a bare PyTorch deterministic MLP of the same size, Linear(d, 50) - ReLU -
   Linear(50, 1), MSE loss, Adam with the estimator's default step size
   (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
@@ -74,6 +74,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
+from skbayes.inference import ALIASES, SGHMC
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
@@ -110,21 +111,22 @@ def parse_args(argv=None):
     return args
 
 
-# Settings that make each inference method run exactly ``epochs`` epochs.
+# The inference object and estimator settings that run exactly ``epochs`` epochs.
 def _run_length(inference, epochs):
     if inference == "sghmc":  # burn-in + thinning * kept samples epochs
-        return {"burn_in": epochs - 1, "thinning": 1, "n_kept_samples": 1}
-    return {"max_iter": epochs, "n_iter_no_change": 10**9}
+        return SGHMC(burn_in=epochs - 1, thinning=1, n_kept_samples=1), {}
+    return ALIASES[inference](), {"max_iter": epochs, "n_iter_no_change": 10**9}
 
 
 def time_estimator(X, y, inference, dtype, epochs, device):
+    method, params = _run_length(inference, epochs)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(HIDDEN,),
-        inference=inference,
+        inference=method,
         random_state=0,
         dtype=dtype,
         device=device,
-        **_run_length(inference, epochs),
+        **params,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

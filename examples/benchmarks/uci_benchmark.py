@@ -44,7 +44,11 @@ Options: ``--datasets`` (names or aliases; default: all present),
 ``--splits N`` (first N splits; default: all), ``--methods`` (default:
 ``mfvi mc_dropout``; any of ``mfvi mc_dropout pbp vadam sghmc ensemble``),
 ``--max-iter`` (default: the estimator's default),
-``--params NAME=VALUE ...`` (other estimator parameters, e.g. ``batch_size=8``),
+``--params NAME=VALUE ...`` (other parameters: those of the inference method,
+e.g. ``burn_in=500`` or ``init=iblm``, go to its object in
+``skbayes.inference``, e.g. ``SGHMC(burn_in=500)``, and are skipped, with a
+note, for the methods that do not have them; the others go to the estimator,
+e.g. ``batch_size=8``),
 ``--threads`` (``torch.set_num_threads``; default: torch's default),
 ``--tag`` (file name; default: a timestamp), ``--output-dir`` (default:
 ``examples/benchmarks/results/``).
@@ -81,6 +85,7 @@ from sklearn.preprocessing import StandardScaler
 import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_split
+from skbayes.inference import ALIASES
 
 # Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
@@ -170,8 +175,10 @@ def parse_args(argv=None):
     parser.add_argument("--max-iter", type=int, default=None,
                         help="max_iter of the estimator (default: the estimator's default).")
     parser.add_argument("--params", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="Other estimator parameters, e.g. batch_size=8 init=iblm (values parsed "
-                             "as Python literals when possible; default: none).")
+                        help="Other parameters, e.g. batch_size=8 init=iblm burn_in=500: those of an "
+                             "inference method go to its object (skipped for the methods without them), "
+                             "the others to the estimator (values parsed as Python literals when "
+                             "possible; default: none).")
     parser.add_argument("--data-home", default=None,
                         help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
     parser.add_argument("--threads", type=int, default=None,
@@ -212,12 +219,37 @@ def hidden_layer_sizes(name):
     return (100,) if name == "protein-tertiary-structure" else (50,)
 
 
+# Parameters of any inference method (e.g. burn_in, dropout_rate, init).
+METHOD_PARAMETERS = {name for cls in ALIASES.values() for name in cls().get_params()}
+
+
+def split_params(method, params):
+    """Route ``--params`` between the inference object of ``method`` and the estimator.
+
+    Returns ``(method_params, estimator_params, skipped)``: the parameters of
+    ``method``'s class (e.g. ``SGHMC``'s ``burn_in``), the estimator's, and
+    those that belong to other inference methods only.
+    """
+    own = set(ALIASES[method]().get_params())
+    method_params = {k: v for k, v in params.items() if k in own}
+    skipped = sorted(k for k in params if k in METHOD_PARAMETERS and k not in own)
+    estimator_params = {k: v for k, v in params.items() if k not in METHOD_PARAMETERS}
+    return method_params, estimator_params, skipped
+
+
+def make_model(method, hidden, seed, max_iter=None, extra=None):
+    """BayesianMLPRegressor with ``inference=<method object>`` and the routed ``extra`` parameters."""
+    method_params, params, _ = split_params(method, extra or {})
+    if max_iter is not None:
+        params["max_iter"] = max_iter
+    inference = ALIASES[method](**method_params)
+    return BayesianMLPRegressor(inference=inference, hidden_layer_sizes=hidden, random_state=seed, **params)
+
+
 def run_one(X_train, X_test, y_train, y_test, method, hidden, seed, max_iter, extra=None):
-    params = {} if max_iter is None else {"max_iter": max_iter}
-    params.update(extra or {})
     pipe = Pipeline([
         ("scaler", StandardScaler()),
-        ("model", BayesianMLPRegressor(inference=method, hidden_layer_sizes=hidden, random_state=seed, **params)),
+        ("model", make_model(method, hidden, seed, max_iter, extra)),
     ])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
@@ -357,6 +389,10 @@ def main(argv=None):
     # initialisation, which would otherwise inflate the first split's timing.
     warm_rng = np.random.RandomState(0)
     for method in args.methods:
+        skipped = split_params(method, args.params)[2]
+        if skipped:
+            print(f"Note: {method} ({ALIASES[method].__name__}) has no parameter {', '.join(skipped)}; "
+                  "skipped for it.", flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             BayesianMLPRegressor(inference=method, max_iter=2, random_state=0).fit(
