@@ -123,6 +123,25 @@ def fill_doc(cls, **fields):
     return cls
 
 
+def method_streams(estimator):
+    """Whether the estimator's inference method supports ``partial_fit``.
+
+    Used with :func:`sklearn.utils.metaestimators.available_if`, the way
+    scikit-learn's MLPs offer ``partial_fit`` only for stochastic solvers:
+    with ``SGHMC`` the estimator has no ``partial_fit`` attribute. An unknown
+    alias keeps the method available, so that ``fit``-time validation reports it.
+    """
+    inference = estimator.inference
+    cls = ALIASES.get(inference) if isinstance(inference, str) else type(inference)
+    if cls is not None and not getattr(cls, "supports_partial_fit", True):
+        # raised here, shown as the cause of the AttributeError of available_if
+        raise AttributeError(
+            f"{cls.__name__} does not support partial_fit; use fit (warm_start=True continues "
+            "from the fitted model)."
+        )
+    return True
+
+
 def _auto_batch_size(n_samples):
     # 32 rows for the small UCI sets and 128 for the large ones, as in the
     # reference experiments (Cinelli 2019, section 3.7).

@@ -3,13 +3,14 @@
 import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from .._param_validation import _fit_context
 from ..nn import CategoricalLikelihood
-from ._base import BaseBayesianMLP, fill_doc
+from ._base import BaseBayesianMLP, fill_doc, method_streams
 
 
 def _entropy(p):
@@ -148,6 +149,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
                 f"BayesianMLPClassifier needs samples of at least 2 classes; got 1 class ({classes[0]!r})."
             )
 
+    @available_if(method_streams)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None):
         """Update the model with one epoch over a batch of labelled rows (streaming).

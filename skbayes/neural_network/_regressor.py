@@ -5,13 +5,14 @@ from numbers import Real
 import numpy as np
 import torch
 from sklearn.base import RegressorMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, inverse_softplus
-from ._base import BaseBayesianMLP, fill_doc
+from ._base import BaseBayesianMLP, fill_doc, method_streams
 
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
@@ -219,6 +220,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         self._set_noise_std()
         return self
 
+    @available_if(method_streams)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y):
         """Update the model with one epoch over a batch of rows (streaming).
