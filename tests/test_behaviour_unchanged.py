@@ -4,14 +4,20 @@
 diagnostics of every estimator and inference method on fixed seeds, written
 by the code before the redesign (``python tests/behaviour_reference.py`` at
 commit 1cc403b); here the current code fits the same configurations and must
-agree to float64 round-off (rtol 1e-9: replacing hand-written formulas by
-``torch.distributions`` may change the last bits, nothing more).
+agree to float64 round-off. ``python tests/behaviour_reference.py --check``
+compares at rtol 1e-9 on the machine that wrote the file (replacing
+hand-written formulas by ``torch.distributions`` may change the last bits,
+nothing more); this test allows rtol 1e-6, because another BLAS or torch build
+(e.g. a GPU machine's CPU) changes the last bits of a Cholesky, and 15 epochs of
+Adam carry that to about 1e-7 in the sparse GP's predictions.
 """
 
 import numpy as np
 import pytest
 
 import behaviour_reference as reference
+
+RTOL, ATOL = 1e-6, 1e-9
 
 
 @pytest.fixture(scope="module")
@@ -27,4 +33,4 @@ def test_predictions_are_those_of_the_code_before_the_redesign(name, reference_a
     assert expected, f"no reference outputs for {name}"
     assert set(expected) <= set(outputs)
     for key, value in expected.items():
-        np.testing.assert_allclose(outputs[key], value, rtol=1e-9, atol=1e-12, err_msg=f"{name}/{key}")
+        np.testing.assert_allclose(outputs[key], value, rtol=RTOL, atol=ATOL, err_msg=f"{name}/{key}")

@@ -93,7 +93,9 @@ def gaussian_log_prob(x, mean=0.0, var=None):
 def uniform_init(shape, fan_in, generator=None, device=None, dtype=None):
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)) draws, the default scale of :class:`torch.nn.Linear`.
 
-    Drawn from an explicit generator, so that no global seed is involved.
+    Drawn from an explicit generator, so that no global seed is involved, on
+    the generator's device and then moved to ``device``: a CPU generator seeds
+    a model on any device, with the same initial values everywhere.
 
     Parameters
     ----------
@@ -108,7 +110,13 @@ def uniform_init(shape, fan_in, generator=None, device=None, dtype=None):
     values : torch.Tensor of shape ``shape``
     """
     bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-    return torch.empty(shape, device=device, dtype=dtype).uniform_(-bound, bound, generator=generator)
+    values = torch.empty(shape, device=generator_device(generator, device), dtype=dtype)
+    return values.uniform_(-bound, bound, generator=generator).to(device)
+
+
+def generator_device(generator, default=None):
+    """The device random numbers from ``generator`` are drawn on (``default`` without one)."""
+    return default if generator is None else generator.device
 
 
 def feed_forward(x, layers, activation="relu", apply=None):

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.distributions import Normal, kl_divergence
 
+from ..functional import generator_device
 from .mean_field import gaussian_weight_draws, local_reparameterization
 
 __all__ = ["PBPLinear"]
@@ -73,9 +74,9 @@ class PBPLinear(nn.Module):
         self.out_features = out_features
         self.scale2 = float(in_features + 1)
         shape = (in_features + 1, out_features)
-        mean = torch.randn(shape, generator=generator, **factory) * (
-            init_mean_std / self.scale2
-        )
+        # drawn on the generator's device, then moved: a CPU generator seeds any device
+        mean = torch.randn(shape, generator=generator, device=generator_device(generator, device), dtype=dtype)
+        mean = mean.to(device) * (init_mean_std / self.scale2)
         self.mean = nn.Parameter(mean)
         self.var = nn.Parameter(torch.full(shape, init_var / self.scale2, **factory))
         # The prior site starts as N(0, init_var) with no Gamma contribution
