@@ -25,3 +25,26 @@ def data_home():
         + ", ".join(str(p) for p in candidates)
         + "); set SKBAYES_DATA_HOME to the folder holding uci/"
     )
+
+
+@pytest.fixture(autouse=True)
+def _auto_device_is_the_cpu(request, monkeypatch):
+    """``device="auto"`` means the CPU in the tests, unless a test is marked ``cuda``.
+
+    Most tests compare a model's tensors with CPU computations (NumPy, closed
+    forms in float64); on a machine with a GPU, ``"auto"`` would fit those
+    models on CUDA in float32. Tests that ask for CUDA say ``device="cuda"``
+    (``tests/test_cuda.py`` runs every estimator and inference method there).
+    """
+    if request.node.get_closest_marker("cuda") is not None:
+        return
+    import torch
+
+    from skbayes.base import TorchEstimatorMixin
+
+    resolve = TorchEstimatorMixin._resolve_device
+
+    def resolve_on_cpu(self):
+        return torch.device("cpu") if self.device == "auto" else resolve(self)
+
+    monkeypatch.setattr(TorchEstimatorMixin, "_resolve_device", resolve_on_cpu)

@@ -404,9 +404,11 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         with torch.no_grad():
             if finite and all_members:
                 return network.member_parameters(), None
-            generator = self._generator(seed, self.device_)
+            # A CPU generator: the same draws on every device, so that a model
+            # fitted on a GPU predicts the same after loading on a CPU.
+            generator = self._generator(seed)
             if finite:
-                index = torch.randint(network.n_members, (n_draws,), generator=generator, device=self.device_)
+                index = torch.randint(network.n_members, (n_draws,), generator=generator).to(self.device_)
                 return network.member_parameters(index), index
             return network.sample_parameters(n_draws, generator), None
 

@@ -19,7 +19,7 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 from torch.nn import functional as F
 
-from ..functional import inverse_softplus, uniform_init
+from ..functional import generator_device, inverse_softplus, uniform_init
 
 __all__ = ["MeanFieldLinear", "gaussian_weight_draws", "local_reparameterization"]
 
@@ -51,7 +51,8 @@ def local_reparameterization(x, mean, var, generator=None, sample=True):
     out = torch.addmm(mean[-1], x, mean[:-1])
     if sample:
         pre_var = torch.addmm(var[-1], x * x, var[:-1])
-        eps = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
+        eps = torch.randn(out.shape, generator=generator, device=generator_device(generator, out.device), dtype=out.dtype)
+        eps = eps.to(out.device)
         out = out + pre_var.sqrt() * eps
     return out.view(shape)
 
@@ -70,8 +71,9 @@ def gaussian_weight_draws(mean, std, n_samples, generator=None):
     weight : torch.Tensor of shape (n_samples, in_features, out_features)
     bias : torch.Tensor of shape (n_samples, 1, out_features)
     """
-    eps = torch.randn((n_samples, *mean.shape), generator=generator, device=mean.device, dtype=mean.dtype)
-    params = mean + std * eps
+    # drawn on the generator's device: a CPU generator gives the same draws on any device
+    eps = torch.randn((n_samples, *mean.shape), generator=generator, device=generator_device(generator, mean.device), dtype=mean.dtype)
+    params = mean + std * eps.to(mean.device)
     return params[:, :-1], params[:, -1:]
 
 

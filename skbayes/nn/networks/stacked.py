@@ -33,7 +33,7 @@ References
 import torch
 from torch import nn
 
-from ..functional import ACTIVATIONS, feed_forward
+from ..functional import ACTIVATIONS, feed_forward, generator_device
 from ..layers import StackedLinear
 from .mlp import forward_with_parameters
 
@@ -213,7 +213,8 @@ class StackedMLP(nn.Module):
             As :meth:`member_parameters`, with S = n_samples.
         """
         device = self.layers[0].weight.device
-        index = torch.randint(self.n_members, (n_samples,), generator=generator, device=device)
+        index = torch.randint(self.n_members, (n_samples,), generator=generator, device=generator_device(generator, device))
+        index = index.to(device)
         return self.member_parameters(index)
 
     def forward_with(self, x, parameters):

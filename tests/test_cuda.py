@@ -1,0 +1,102 @@
+"""Every estimator and inference method on a CUDA device (skipped without one).
+
+A model fitted on the GPU must train (finite losses), predict finite values of
+the right shapes and dtype (float32 by default on accelerators), agree with
+the same model moved to the CPU (the Monte-Carlo draws of prediction come from
+a CPU generator, so only float32 round-off differs), stream with
+``partial_fit``, and pickle to CPU tensors.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
+from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+]
+
+METHODS = [
+    MeanFieldVI(init="iblm", kl_warmup_epochs=2),
+    MCDropout(dropout_rate=0.1),
+    PBP(),
+    Vadam(),
+    SGHMC(burn_in=4, thinning=1, n_kept_samples=4),
+    DeepEnsemble(n_estimators=3),
+]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(120, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(120)
+    return X, y
+
+
+def _on_cpu(model):
+    loaded = pickle.loads(pickle.dumps(model))  # pickles hold CPU tensors and remember the device
+    loaded.__dict__["device_"] = torch.device("cpu")
+    loaded.module_ = loaded.module_.to("cpu")
+    return loaded
+
+
+@pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
+def test_regressor_on_cuda(method, data):
+    X, y = data
+    model = BayesianMLPRegressor((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0)
+    model.fit(X, y)
+    assert model.device_.type == "cuda" and model.dtype_ == "float32"
+    assert next(model.module_.parameters()).is_cuda
+    assert np.all(np.isfinite(model.loss_curve_))
+    mean, std = model.predict(X, return_std=True)
+    assert mean.shape == std.shape == (120,) and mean.dtype == np.float32
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    assert model.sample_y(X[:5], n_samples=4).shape == (5, 4)
+    assert np.all(np.isfinite(model.log_predictive_density(X, y)))
+    cpu_mean, cpu_std = _on_cpu(model).predict(X, return_std=True)
+    np.testing.assert_allclose(cpu_mean, mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cpu_std, std, rtol=1e-4, atol=1e-4)
+    state = model.__getstate__()
+    assert all(not t.is_cuda for t in state["module_"].state_dict().values())
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m.supports_classification], ids=lambda m: type(m).__name__)
+def test_classifier_on_cuda(method, data):
+    X, y = data
+    labels = (y > 0).astype(int)
+    clf = BayesianMLPClassifier((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0)
+    proba = clf.fit(X, labels).predict_proba(X)
+    assert proba.shape == (120, 2)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+    parts = clf.predict_uncertainty(X)
+    assert np.all(parts.mutual_information >= 0)
+    np.testing.assert_allclose(_on_cpu(clf).predict_proba(X), proba, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m.supports_partial_fit], ids=lambda m: type(m).__name__)
+def test_partial_fit_on_cuda(method, data):
+    X, y = data
+    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, device="cuda", random_state=0)
+    for rows in np.array_split(np.arange(120), 3):
+        model.partial_fit(X[rows], y[rows])
+    assert model.n_iter_ == 3 and model.n_seen_ == 120
+    assert np.all(np.isfinite(model.predict(X)))
+
+
+def test_sparse_gp_and_vae_on_cuda(data):
+    X, y = data
+    gp = SparseGPRegressor(n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, y)
+    mean, std = gp.predict(X, return_std=True)
+    assert gp.device_.type == "cuda" and np.all(np.isfinite(mean)) and np.all(std > 0)
+    gp.partial_fit(X[:40], y[:40])
+    vae = VAE(n_components=2, hidden_layer_sizes=(16,), max_iter=5, device="cuda", random_state=0).fit(X)
+    assert vae.transform(X).shape == (120, 2)
+    assert np.all(np.isfinite(vae.score_samples(X)))
+    vae.partial_fit(X)
