@@ -27,17 +27,16 @@ def data_home():
     )
 
 
-@pytest.fixture(autouse=True)
-def _auto_device_is_the_cpu(request, monkeypatch):
-    """``device="auto"`` means the CPU in the tests, unless a test is marked ``cuda``.
+@pytest.fixture(autouse=True, scope="session")
+def _auto_device_is_the_cpu():
+    """``device="auto"`` means the CPU in the tests.
 
     Most tests compare a model's tensors with CPU computations (NumPy, closed
     forms in float64); on a machine with a GPU, ``"auto"`` would fit those
-    models on CUDA in float32. Tests that ask for CUDA say ``device="cuda"``
-    (``tests/test_cuda.py`` runs every estimator and inference method there).
+    models on CUDA in float32. Tests that need CUDA say ``device="cuda"``
+    (``tests/test_cuda.py`` runs every estimator and inference method there)
+    and are marked ``cuda``.
     """
-    if request.node.get_closest_marker("cuda") is not None:
-        return
     import torch
 
     from skbayes.base import TorchEstimatorMixin
@@ -47,4 +46,6 @@ def _auto_device_is_the_cpu(request, monkeypatch):
     def resolve_on_cpu(self):
         return torch.device("cpu") if self.device == "auto" else resolve(self)
 
-    monkeypatch.setattr(TorchEstimatorMixin, "_resolve_device", resolve_on_cpu)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TorchEstimatorMixin, "_resolve_device", resolve_on_cpu)
+        yield
