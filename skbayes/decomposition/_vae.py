@@ -9,6 +9,7 @@ from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._docstrings import fill_doc
 from .._param_validation import (
     EARLY_STOPPING_CONSTRAINTS,
     N_DRAWS,
@@ -31,6 +32,17 @@ _QMC_CLIP = 1e-12
 # Clip of the pixel means whose logits initialise the Bernoulli decoder's bias.
 _BERNOULLI_BIAS_CLIP = 1e-3
 
+# The entries of X and the class labels y shared by the VAE's methods (see skbayes._docstrings).
+_DOC_FIELDS = {
+    "y_fit": "y : array-like of shape (n_samples,), default=None\n    Class labels of a ``conditional`` VAE; ignored otherwise.",
+    "y_labels": (
+        "y : array-like of shape (n_samples,) or label, default=None\n"
+        "    Class labels; required by a ``conditional`` VAE, ignored otherwise."
+    ),
+    "parameters_X_y_fit": "%(parameters_X)s\n%(y_fit)s",
+    "X_y_labels": "X : array-like of shape (n_samples, n_features)\n%(y_labels)s",
+}
+
 
 class _MappedRows:
     """Rows of an array passed through a function when they are read (``rows[i:j]``).
@@ -47,6 +59,7 @@ class _MappedRows:
         return self._fn(self._array[rows])
 
 
+@fill_doc(n_iter_no_change_default=10, **_DOC_FIELDS)
 class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin, BaseEstimator):
     """Variational autoencoder: a non-linear latent-variable model as a transformer.
 
@@ -82,8 +95,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         units of X. ``"bernoulli"``: independent Bernoulli features with
         logits f(z), for X in [0, 1] (binary data; for grey levels it is the
         usual cross-entropy objective, not a normalised density).
-    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
-        Non-linearity of the hidden layers.
+    %(activation)s
     beta : float, default=1.0
         Weight of the KL term in the training objective (beta-VAE
         [Higgins2017]_ for beta != 1). ``score_samples`` always reports the
@@ -112,10 +124,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Hold out ``validation_fraction`` of the rows and stop when their
         (beta-)ELBO stops improving (the best weights are restored).
         Otherwise stop when the training loss stops improving.
-    validation_fraction : float, default=0.1
-        Fraction of rows held out when ``early_stopping``.
-    n_iter_no_change : int, default=10
-        Epochs without an improvement of at least ``tol`` before stopping.
+    %(validation_fraction)s
+    %(n_iter_no_change)s
     tol : float, default=1e-4
         Minimum improvement of the per-row loss (or validation score), nats.
     warm_start : bool, default=False
@@ -138,10 +148,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Seeds the initial weights, minibatch order, training noise and the
         fixed latent draws of ``score_samples``; the global torch seed is
         never touched.
-    verbose : bool, default=False
-        Show a progress bar over epochs with the loss.
-    device : str, default="auto"
-        Torch device; ``"auto"`` picks CUDA when available.
+    %(verbose)s
+    %(device)s
     dtype : {"float32", "float64"} or None, default=None
         Precision of the computation; None keeps float32 input as float32
         and uses float64 otherwise on the CPU, float32 on accelerators.
@@ -167,16 +175,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     validation_scores_ : list of float or None
         Mean validation (beta-)ELBO per epoch after the warm-up, standardised
         units (None unless ``early_stopping``).
-    best_validation_score_ : float or None
-        Best of ``validation_scores_``.
-    device_ : torch.device
-        Device the model lives on.
-    dtype_ : str
-        ``"float32"`` or ``"float64"``.
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during fit, when X has string column names.
+    %(best_validation_score_)s
+    %(torch_estimator_attributes)s
 
     See Also
     --------
@@ -200,10 +200,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
     References
     ----------
-    .. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
-       Bayes", ICLR 2014.
-    .. [Sohn2015] K. Sohn, H. Lee and X. Yan, "Learning structured output
-       representation using deep conditional generative models", NeurIPS 2015.
+    %(ref_kingma2014)s
+    %(ref_sohn2015)s
     .. [Burda2016] Y. Burda, R. Grosse and R. Salakhutdinov, "Importance
        weighted autoencoders", ICLR 2016.
     .. [Higgins2017] I. Higgins et al., "beta-VAE: learning basic visual
@@ -439,8 +437,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         ----------
         X : array-like of shape (n_samples, n_features)
             A batch of training rows; in [0, 1] for ``likelihood="bernoulli"``.
-        y : array-like of shape (n_samples,), default=None
-            Class labels of a ``conditional`` VAE; ignored otherwise.
+        %(y_fit)s
 
         Returns
         -------
@@ -611,11 +608,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     def fit_transform(self, X, y=None):
         """Fit to X (and y when ``conditional``), then return the posterior means.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), default=None
-            Class labels of a ``conditional`` VAE; ignored otherwise.
+        %(parameters_X_y_fit)s
 
         Returns
         -------
@@ -631,9 +624,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or label, default=None
-            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        %(X_y_labels)s
         return_std : bool, default=False
             Also return the posterior standard deviations.
 
@@ -664,8 +655,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Parameters
         ----------
         Z : array-like of shape (n_samples, n_components)
-        y : array-like of shape (n_samples,) or label, default=None
-            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        %(y_labels)s
 
         Returns
         -------
@@ -733,9 +723,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or label, default=None
-            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        %(X_y_labels)s
 
         Returns
         -------
@@ -751,11 +739,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     def score(self, X, y=None):
         """Mean ELBO of the rows of X, nats per row (higher is better).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,), default=None
-            Class labels of a ``conditional`` VAE; ignored otherwise.
+        %(parameters_X_y_fit)s
 
         Returns
         -------
@@ -775,9 +759,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or label, default=None
-            Class labels; required by a ``conditional`` VAE, ignored otherwise.
+        %(X_y_labels)s
         n_importance : int, default=1000
             Number K of importance samples.
         random_state : int, RandomState instance or None, default=0

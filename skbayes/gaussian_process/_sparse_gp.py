@@ -10,6 +10,7 @@ from sklearn.cluster import MiniBatchKMeans
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from .._docstrings import fill_doc
 from .._param_validation import (
     N_DRAWS,
     TRAINING_CONSTRAINTS,
@@ -59,6 +60,7 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
     return module["gp"].loss(x, y, module["likelihood"], n_data, objective)
 
 
+@fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
 class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):
     """Sparse variational Gaussian process regression (SVGP).
 
@@ -143,8 +145,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         ``n_iter_no_change`` counter. Smaller than scikit-learn's 1e-4: up to
         1,024 rows an epoch is a single full-batch step, and on 300 rows of
         a sine 1e-4 stopped 0.9 nats (total ELBO) short of 1e-5.
-    n_iter_no_change : int, default=20
-        Epochs without an improvement of at least ``tol`` before stopping.
+    %(n_iter_no_change)s
     warm_start : bool, default=False
         Make the next ``fit`` continue from the fitted model instead of
         initialising a new one: the module (q(u), the inducing points, the
@@ -164,10 +165,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     random_state : int, RandomState instance or None, default=None
         Seeds the inducing-point initialisation and the minibatch order; the
         global torch seed is never touched.
-    verbose : bool, default=False
-        Show a progress bar over epochs with the loss.
-    device : str, default="auto"
-        Torch device; ``"auto"`` picks CUDA when available.
+    %(verbose)s
+    %(device)s
     dtype : {"float32", "float64"} or None, default=None
         Precision of the computation. None is float64 on the CPU, whatever
         the dtype of X (GP linear algebra needs it), and float32 on
@@ -195,21 +194,13 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     loss_curve_ : list of float
         Per-datum negative objective (nats) of each epoch, in standardised
         units; each ``partial_fit`` call appends one value.
-    n_iter_ : int
-        Number of epochs run (``partial_fit`` calls count one each).
+    %(n_iter_)s
     n_seen_ : int
         Training rows seen: ``n_samples`` after ``fit``, the running total
         over ``partial_fit`` calls. It is the N of the objective.
     best_loss_ : float
         Lowest epoch loss.
-    device_ : torch.device
-        Device the model lives on.
-    dtype_ : str
-        ``"float32"`` or ``"float64"``.
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during fit, when X has string column names.
+    %(torch_estimator_attributes)s
 
     See Also
     --------
@@ -628,9 +619,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         (model) uncertainty, which grows away from the inducing points, and
         sigma the aleatoric noise.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------
@@ -679,8 +668,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
 
         Raises
         ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
+        %(not_fitted_error)s
         ValueError
             If X has NaN/inf or the wrong number of features, if
             ``return_std`` or ``return_cov`` is not a bool, if both are set,
@@ -739,22 +727,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         log N(y_i | mean(x_i), std(x_i)^2) in the units of y: the per-point
         test log-likelihood of the UCI benchmark protocol.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        log_density : ndarray of shape (n_samples,)
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X or y has NaN/inf, X the wrong number of features, or X and
-            y different lengths.
+        %(log_predictive_density_sections)s
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))

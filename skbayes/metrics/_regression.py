@@ -3,6 +3,7 @@
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from .._docstrings import fill_doc
 from ._validation import (
     _INV_SQRT_PI,
     _LOG_2PI,
@@ -16,6 +17,7 @@ from ._validation import (
 )
 
 
+@fill_doc
 def gaussian_nll(y_true, y_pred, *, y_std):
     r"""Mean negative log-likelihood of a Gaussian predictive distribution.
 
@@ -29,10 +31,8 @@ def gaussian_nll(y_true, y_pred, *, y_std):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    y_pred : array-like of the shape of y_true
-        Predictive means mu.
+    %(y_true)s
+    %(y_pred)s
     y_std : array-like of the shape of y_true, or float
         Predictive standard deviations sigma > 0, in the units of y (a scalar
         for one shared sigma).
@@ -43,21 +43,18 @@ def gaussian_nll(y_true, y_pred, *, y_std):
         Nats per entry; lower is better. It can be negative (a density can
         exceed 1) and it changes by ``log(c)`` when y is rescaled by c.
 
-    Raises
-    ------
-    ValueError
-        If the shapes differ, an input holds NaN or inf, or y_std <= 0.
+    %(gaussian_raises)s
 
     References
     ----------
-    .. [1] T. Gneiting and A. E. Raftery, "Strictly proper scoring rules,
-       prediction, and estimation", JASA 102(477), 359-378, 2007.
+    %(ref_gneiting2007)s
     """
     y_true, y_pred, y_std = _check_regression(y_true, y_pred, y_std)
     z = (y_true - y_pred) / y_std
     return float(np.mean(0.5 * _LOG_2PI + np.log(y_std) + 0.5 * z**2))
 
 
+@fill_doc
 def crps_gaussian(y_true, y_pred, *, y_std):
     r"""Mean continuous ranked probability score of Gaussian predictions.
 
@@ -76,12 +73,7 @@ def crps_gaussian(y_true, y_pred, *, y_std):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    y_pred : array-like of the shape of y_true
-        Predictive means mu.
-    y_std : array-like of the shape of y_true, or float
-        Predictive standard deviations sigma > 0.
+    %(gaussian_predictions)s
 
     Returns
     -------
@@ -89,10 +81,7 @@ def crps_gaussian(y_true, y_pred, *, y_std):
         Non-negative, in the units of y; lower is better. It reduces to the
         absolute error as sigma -> 0.
 
-    Raises
-    ------
-    ValueError
-        If the shapes differ, an input holds NaN or inf, or y_std <= 0.
+    %(gaussian_raises)s
 
     See Also
     --------
@@ -100,8 +89,7 @@ def crps_gaussian(y_true, y_pred, *, y_std):
 
     References
     ----------
-    .. [1] T. Gneiting and A. E. Raftery, "Strictly proper scoring rules,
-       prediction, and estimation", JASA 102(477), 359-378, 2007.
+    %(ref_gneiting2007)s
     """
     y_true, y_pred, y_std = _check_regression(y_true, y_pred, y_std)
     z = (y_true - y_pred) / y_std
@@ -110,6 +98,7 @@ def crps_gaussian(y_true, y_pred, *, y_std):
     return float(np.mean(crps))
 
 
+@fill_doc
 def crps_ensemble(y_true, y_samples, *, fair=True):
     r"""Mean CRPS estimated from samples of the predictive distribution.
 
@@ -130,8 +119,7 @@ def crps_ensemble(y_true, y_samples, *, fair=True):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
+    %(y_true)s
     y_samples : array-like of shape (n_samples, m) or (n_samples, n_outputs, m)
         m draws per entry, samples on the last axis (the ``sample_y``
         convention of scikit-learn's ``GaussianProcessRegressor``).
@@ -184,6 +172,7 @@ def crps_ensemble(y_true, y_samples, *, fair=True):
     return float(np.mean(abs_error - pair_sum / (2.0 * denominator)))
 
 
+@fill_doc
 def interval_coverage(y_true, lower, upper):
     """Fraction of observations inside their predictive interval.
 
@@ -192,10 +181,8 @@ def interval_coverage(y_true, lower, upper):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    lower, upper : array-like of the shape of y_true
-        Interval bounds, ``lower <= upper``.
+    %(y_true)s
+    %(lower_upper)s
 
     Returns
     -------
@@ -210,8 +197,7 @@ def interval_coverage(y_true, lower, upper):
 
     References
     ----------
-    .. [1] T. Gneiting and A. E. Raftery, "Strictly proper scoring rules,
-       prediction, and estimation", JASA 102(477), 359-378, 2007.
+    %(ref_gneiting2007)s
     """
     y_true, lower, upper = _check_interval(y_true, lower, upper)
     return float(np.mean((lower <= y_true) & (y_true <= upper)))
@@ -241,6 +227,7 @@ def mean_interval_width(lower, upper):
     return float(np.mean(upper - lower))
 
 
+@fill_doc
 def interval_score(y_true, lower, upper, *, coverage=0.95):
     r"""Mean interval score of central predictive intervals.
 
@@ -259,10 +246,8 @@ def interval_score(y_true, lower, upper, *, coverage=0.95):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    lower, upper : array-like of the shape of y_true
-        Interval bounds, ``lower <= upper``.
+    %(y_true)s
+    %(lower_upper)s
     coverage : float, default=0.95
         Nominal coverage 1 - alpha of the intervals, in (0, 1).
 
@@ -279,8 +264,7 @@ def interval_score(y_true, lower, upper, *, coverage=0.95):
 
     References
     ----------
-    .. [1] T. Gneiting and A. E. Raftery, "Strictly proper scoring rules,
-       prediction, and estimation", JASA 102(477), 359-378, 2007.
+    %(ref_gneiting2007)s
     """
     alpha = 1.0 - _check_coverage(coverage)
     y_true, lower, upper = _check_interval(y_true, lower, upper)
@@ -319,6 +303,7 @@ def _expected_levels(n_levels):
     return (np.arange(n_levels) + 0.5) / n_levels
 
 
+@fill_doc
 def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="quantile"):
     r"""Calibration curve of Gaussian regression predictions.
 
@@ -337,17 +322,11 @@ def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    y_pred : array-like of the shape of y_true
-        Predictive means mu.
-    y_std : array-like of the shape of y_true, or float
-        Predictive standard deviations sigma > 0.
+    %(gaussian_predictions)s
     n_levels : int, default=20
         Number of levels, the midpoints ``(j + 0.5) / n_levels`` of an even
         grid on (0, 1).
-    method : {"quantile", "central"}, default="quantile"
-        Predictive sets: one-sided quantiles or central intervals.
+    %(calibration_method)s
 
     Returns
     -------
@@ -356,11 +335,7 @@ def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="
     observed : ndarray of shape (n_levels,)
         The observed fractions, in [0, 1].
 
-    Raises
-    ------
-    ValueError
-        If the shapes differ, an input holds NaN or inf, y_std <= 0,
-        n_levels < 1 or method is unknown.
+    %(calibration_raises)s
 
     See Also
     --------
@@ -368,8 +343,7 @@ def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="
 
     References
     ----------
-    .. [1] V. Kuleshov, N. Fenner and S. Ermon, "Accurate uncertainties for
-       deep learning using calibrated regression", ICML 2018.
+    %(ref_kuleshov2018)s
     """
     expected = _expected_levels(n_levels)
     scores = np.sort(_calibration_scores(y_true, y_pred, y_std, method))
@@ -377,6 +351,7 @@ def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="
     return expected, observed
 
 
+@fill_doc
 def regression_calibration_error(y_true, y_pred, *, y_std, n_levels=20, method="quantile"):
     r"""Root-mean-squared calibration error of Gaussian regression predictions.
 
@@ -392,27 +367,17 @@ def regression_calibration_error(y_true, y_pred, *, y_std, n_levels=20, method="
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    y_pred : array-like of the shape of y_true
-        Predictive means mu.
-    y_std : array-like of the shape of y_true, or float
-        Predictive standard deviations sigma > 0.
+    %(gaussian_predictions)s
     n_levels : int, default=20
         Number of levels.
-    method : {"quantile", "central"}, default="quantile"
-        Predictive sets: one-sided quantiles or central intervals.
+    %(calibration_method)s
 
     Returns
     -------
     error : float
         In [0, 1] (a difference of probabilities); lower is better.
 
-    Raises
-    ------
-    ValueError
-        If the shapes differ, an input holds NaN or inf, y_std <= 0,
-        n_levels < 1 or method is unknown.
+    %(calibration_raises)s
 
     See Also
     --------
@@ -420,8 +385,7 @@ def regression_calibration_error(y_true, y_pred, *, y_std, n_levels=20, method="
 
     References
     ----------
-    .. [1] V. Kuleshov, N. Fenner and S. Ermon, "Accurate uncertainties for
-       deep learning using calibrated regression", ICML 2018.
+    %(ref_kuleshov2018)s
     """
     expected, observed = regression_calibration_curve(
         y_true, y_pred, y_std=y_std, n_levels=n_levels, method=method
@@ -429,6 +393,7 @@ def regression_calibration_error(y_true, y_pred, *, y_std, n_levels=20, method="
     return float(np.sqrt(np.mean((observed - expected) ** 2)))
 
 
+@fill_doc
 def miscalibration_area(y_true, y_pred, *, y_std, method="quantile"):
     r"""Area between the regression calibration curve and the diagonal.
 
@@ -445,14 +410,8 @@ def miscalibration_area(y_true, y_pred, *, y_std, method="quantile"):
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        Observed targets.
-    y_pred : array-like of the shape of y_true
-        Predictive means mu.
-    y_std : array-like of the shape of y_true, or float
-        Predictive standard deviations sigma > 0.
-    method : {"quantile", "central"}, default="quantile"
-        Predictive sets: one-sided quantiles or central intervals.
+    %(gaussian_predictions)s
+    %(calibration_method)s
 
     Returns
     -------
@@ -467,8 +426,7 @@ def miscalibration_area(y_true, y_pred, *, y_std, method="quantile"):
 
     References
     ----------
-    .. [1] V. Kuleshov, N. Fenner and S. Ermon, "Accurate uncertainties for
-       deep learning using calibrated regression", ICML 2018.
+    %(ref_kuleshov2018)s
     """
     scores = np.sort(_calibration_scores(y_true, y_pred, y_std, method))
     n = scores.size
@@ -483,6 +441,7 @@ def miscalibration_area(y_true, y_pred, *, y_std, method="quantile"):
     return float(np.sum(G(knots[1:]) - G(knots[:-1])))
 
 
+@fill_doc
 def sharpness(y_std):
     r"""Root mean predictive variance, :math:`\sqrt{\frac1N \sum_i \sigma_i^2}`.
 
@@ -506,8 +465,7 @@ def sharpness(y_std):
 
     References
     ----------
-    .. [1] V. Kuleshov, N. Fenner and S. Ermon, "Accurate uncertainties for
-       deep learning using calibrated regression", ICML 2018.
+    %(ref_kuleshov2018)s
     """
     y_std = _as_float_array(y_std, "y_std")
     y_std = _check_std(y_std, _as_2d(y_std).shape)

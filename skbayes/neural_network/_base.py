@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._docstrings import fill_doc
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
@@ -17,110 +18,101 @@ from ..nn import ACTIVATIONS
 # Weight draws used for the validation score when early stopping.
 _N_DRAWS_VALIDATION = 20
 
-# The parameters shared by both Bayesian MLPs, documented once (numpydoc).
+# The parameters shared by both Bayesian MLPs, documented once (numpydoc; the
+# placeholders are filled by skbayes._docstrings.fill_doc).
 SHARED_PARAMETERS_DOC = """\
-    hidden_layer_sizes : array-like of int or int, default=(50,)
-        Width of each hidden layer; ``()`` gives a Bayesian linear model.
-    inference : str or InferenceMethod, default="mfvi"
-        How the posterior over the weights is approximated: an object of
-        :mod:`skbayes.inference` holding that method's own settings, e.g.
-        ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
-        ``Vadam()``, ``SGHMC(burn_in=500)`` or ``DeepEnsemble(n_estimators=10)``
-        (%(methods)s), or the name of one at its defaults: %(aliases)s. The
-        object is cloned, never changed, and can be tuned by ``GridSearchCV``
-        (``inference__burn_in``). The user guide compares the methods.
-    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
-        Non-linearity of the hidden layers.
-    prior_scale : float, default=1.0
-        Standard deviation of the zero-mean Gaussian prior on every weight
-        and bias (set by the data instead for ``PBP``, which infers it).
-    batch_size : int or "auto", default="auto"
-        Rows per optimiser step; ``"auto"`` is ``min(32, n_samples)`` up to
-        2,000 rows and 128 above (``PBP``: one row per step).
-    learning_rate_init : float, default=3e-3
-        Step size of Adam, the optimiser of the gradient-trained methods
-        (also Vadam's); ``SGHMC`` has its own ``step_size`` and ``PBP`` no
-        step size.
-    beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
-        Decay rates of Adam's first and second moment estimates (and of
-        Vadam's).
-    max_iter : int or "auto", default="auto"
-        Maximum number of epochs; ``"auto"`` is the method's default (500,
-        or PBP's 40 passes). ``SGHMC`` runs its own fixed schedule.
-    n_mc_predict : int, default=100
-        Monte-Carlo weight draws averaged at prediction. Methods with a
-        finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
-        predict with all members instead: the exact mixture.
-    early_stopping : bool, default=False
-        Stop on the mean log predictive density of held-out rows and restore
-        the best weights; otherwise stop on the training loss.
-    validation_fraction : float, default=0.1
-        Fraction of rows held out when ``early_stopping``.
-    n_iter_no_change : int, default=50
-        Epochs without an improvement of at least ``tol`` before stopping.
-    tol : float, default=1e-4
-        Minimum improvement of the per-datum loss (or validation score).
-    warm_start : bool, default=False
-        Continue the next ``fit`` from the fitted network when the method's
-        type and the architecture are unchanged.
-    callbacks : list of skbayes.callbacks.Callback or None, default=None
-        Extra hooks of the training loop (e.g. ``Checkpoint``), run after the
-        method's own and the stopping rule.
-    random_state : int, RandomState instance or None, default=None
-        Seeds initialisation, minibatch order, training noise and the
-        prediction draws; the global torch seed is never touched.
-    verbose : bool, default=False
-        Show a progress bar over epochs with the loss.
-    device : str, default="auto"
-        Torch device; ``"auto"`` picks CUDA when available.
-    dtype : {"float32", "float64"} or None, default=None
-        Precision; None keeps float32 input as float32 and uses float64
-        otherwise on the CPU, float32 on accelerators."""
+hidden_layer_sizes : array-like of int or int, default=(50,)
+    Width of each hidden layer; ``()`` gives a Bayesian linear model.
+inference : str or InferenceMethod, default="mfvi"
+    How the posterior over the weights is approximated: an object of
+    :mod:`skbayes.inference` holding that method's own settings, e.g.
+    ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
+    ``Vadam()``, ``SGHMC(burn_in=500)`` or ``DeepEnsemble(n_estimators=10)``
+    (%(methods)s), or the name of one at its defaults: %(aliases)s. The
+    object is cloned, never changed, and can be tuned by ``GridSearchCV``
+    (``inference__burn_in``). The user guide compares the methods.
+%(activation)s
+prior_scale : float, default=1.0
+    Standard deviation of the zero-mean Gaussian prior on every weight
+    and bias (set by the data instead for ``PBP``, which infers it).
+batch_size : int or "auto", default="auto"
+    Rows per optimiser step; ``"auto"`` is ``min(32, n_samples)`` up to
+    2,000 rows and 128 above (``PBP``: one row per step).
+learning_rate_init : float, default=3e-3
+    Step size of Adam, the optimiser of the gradient-trained methods
+    (also Vadam's); ``SGHMC`` has its own ``step_size`` and ``PBP`` no
+    step size.
+beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
+    Decay rates of Adam's first and second moment estimates (and of
+    Vadam's).
+max_iter : int or "auto", default="auto"
+    Maximum number of epochs; ``"auto"`` is the method's default (500,
+    or PBP's 40 passes). ``SGHMC`` runs its own fixed schedule.
+n_mc_predict : int, default=100
+    Monte-Carlo weight draws averaged at prediction. Methods with a
+    finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
+    predict with all members instead: the exact mixture.
+early_stopping : bool, default=False
+    Stop on the mean log predictive density of held-out rows and restore
+    the best weights; otherwise stop on the training loss.
+%(validation_fraction)s
+%(n_iter_no_change)s
+tol : float, default=1e-4
+    Minimum improvement of the per-datum loss (or validation score).
+warm_start : bool, default=False
+    Continue the next ``fit`` from the fitted network when the method's
+    type and the architecture are unchanged.
+callbacks : list of skbayes.callbacks.Callback or None, default=None
+    Extra hooks of the training loop (e.g. ``Checkpoint``), run after the
+    method's own and the stopping rule.
+random_state : int, RandomState instance or None, default=None
+    Seeds initialisation, minibatch order, training noise and the
+    prediction draws; the global torch seed is never touched.
+%(verbose)s
+%(device)s
+dtype : {"float32", "float64"} or None, default=None
+    Precision; None keeps float32 input as float32 and uses float64
+    otherwise on the CPU, float32 on accelerators."""
 
 # The fitted attributes shared by both Bayesian MLPs.
 SHARED_ATTRIBUTES_DOC = """\
-    module_ : torch.nn.ModuleDict
-        The fitted ``"network"`` and ``"likelihood"``.
-    inference_ : InferenceMethod
-        The inference method used by the last fit (a clone of ``inference``).
-    inference_diagnostics_ : dict
-        What the method reports about the fit, rebuilt by every fit:
-        ``"kl"`` (KL(q || prior) in nats) for ``MeanFieldVI``, ``MCDropout``,
-        ``Vadam`` and ``PBP``; ``"prior_std"`` and ``"n_rejected"`` for
-        ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
-        members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
-        split R-hat of the chains) for ``SGHMC``.
-    loss_curve_ : list of float
-        Per-datum training loss (nats) of each epoch.
-    n_iter_ : int
-        Number of epochs run (``partial_fit`` calls count one each).
-    n_seen_ : int
-        Training rows the objective counts: ``n_samples`` after ``fit``, the
-        running total over ``partial_fit`` calls.
-    best_loss_ : float or None
-        Lowest epoch loss (None when ``early_stopping``).
-    validation_scores_ : list of float or None
-        Mean validation log predictive density per epoch (None unless
-        ``early_stopping``).
-    best_validation_score_ : float or None
-        Best of ``validation_scores_``.
-    device_ : torch.device
-        Device the model lives on.
-    dtype_ : str
-        ``"float32"`` or ``"float64"``.
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during fit, when X has string column names."""
+module_ : torch.nn.ModuleDict
+    The fitted ``"network"`` and ``"likelihood"``.
+inference_ : InferenceMethod
+    The inference method used by the last fit (a clone of ``inference``).
+inference_diagnostics_ : dict
+    What the method reports about the fit, rebuilt by every fit:
+    ``"kl"`` (KL(q || prior) in nats) for ``MeanFieldVI``, ``MCDropout``,
+    ``Vadam`` and ``PBP``; ``"prior_std"`` and ``"n_rejected"`` for
+    ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
+    members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
+    split R-hat of the chains) for ``SGHMC``.
+loss_curve_ : list of float
+    Per-datum training loss (nats) of each epoch.
+%(n_iter_)s
+n_seen_ : int
+    Training rows the objective counts: ``n_samples`` after ``fit``, the
+    running total over ``partial_fit`` calls.
+best_loss_ : float or None
+    Lowest epoch loss (None when ``early_stopping``).
+validation_scores_ : list of float or None
+    Mean validation log predictive density per epoch (None unless
+    ``early_stopping``).
+%(best_validation_score_)s
+%(torch_estimator_attributes)s"""
 
 
-def fill_doc(cls, **fields):
-    """Insert the shared parameter and attribute sections into a class docstring."""
-    methods = ", ".join(f"``{c.__name__}``" for c in ALIASES.values())
-    aliases = ", ".join(f'``"{name}"``' for name, c in ALIASES.items() if fields.get("classifier") is None or c.supports_classification)
-    text = SHARED_PARAMETERS_DOC % {"methods": methods, "aliases": aliases}
-    cls.__doc__ = cls.__doc__.replace("%(shared_parameters)s", text).replace("%(shared_attributes)s", SHARED_ATTRIBUTES_DOC)
-    return cls
+
+def mlp_doc(**fields):
+    """Class decorator inserting the shared sections (and ``fields``) into a Bayesian MLP's docstrings."""
+    return fill_doc(
+        shared_parameters=SHARED_PARAMETERS_DOC,
+        shared_attributes=SHARED_ATTRIBUTES_DOC,
+        methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
+        aliases=", ".join(f'``"{name}"``' for name in ALIASES),
+        n_iter_no_change_default=50,
+        **fields,
+    )
 
 
 def method_streams(estimator):

@@ -10,7 +10,7 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 from .._param_validation import _fit_context
 from ..nn import CategoricalLikelihood
-from ._base import BaseBayesianMLP, fill_doc, method_streams
+from ._base import BaseBayesianMLP, method_streams, mlp_doc
 
 
 def _entropy(p):
@@ -18,7 +18,7 @@ def _entropy(p):
     return -torch.special.xlogy(p, p).sum(-1)
 
 
-@fill_doc
+@mlp_doc()
 class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron classifier.
 
@@ -32,13 +32,13 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
 
     Parameters
     ----------
-%(shared_parameters)s
+    %(shared_parameters)s
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         Class labels.
-%(shared_attributes)s
+    %(shared_attributes)s
 
     See Also
     --------
@@ -124,9 +124,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         y : array-like of shape (n_samples,)
             Class labels (any hashable, sortable type; at least two classes).
 
-        Returns
-        -------
-        self : BayesianMLPClassifier
+        %(returns_self)s
 
         Raises
         ------
@@ -168,9 +166,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
             All the classes; required on the first call, ignored afterwards
             unless it differs from ``classes_`` (an error).
 
-        Returns
-        -------
-        self : BayesianMLPClassifier
+        %(returns_self)s
 
         Raises
         ------
@@ -211,9 +207,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         p(y = c | x, D) ~= (1/T) sum_t softmax(f_t(x))_c over T =
         ``n_mc_predict`` weight draws (Gal 2016, section 3.3.1).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------
@@ -245,9 +239,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
           Freeman's variation ratio (eq. 3.19), which does not need sampled
           labels.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------
@@ -273,9 +265,7 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         Higher means the weight draws disagree more about x, i.e. x is less
         like the training data.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------

@@ -12,13 +12,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, inverse_softplus
-from ._base import BaseBayesianMLP, fill_doc, method_streams
+from ._base import BaseBayesianMLP, method_streams, mlp_doc
 
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
 
 
-@fill_doc
+@mlp_doc(target_shape="(n_samples,) or (n_samples, n_outputs)", target_mismatch="or y the\nwrong number of outputs.")
 class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron regressor.
 
@@ -32,7 +32,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
     Parameters
     ----------
-%(shared_parameters)s
+    %(shared_parameters)s
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation: ``"learn"`` fits it (type-II
         maximum likelihood, or its posterior for ``PBP`` and ``SGHMC``),
@@ -45,7 +45,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
     Attributes
     ----------
-%(shared_attributes)s
+    %(shared_attributes)s
     noise_std_ : ndarray of shape (n_outputs,)
         Observation noise standard deviation, in the units of y (for methods
         whose members each have a noise level, ``DeepEnsemble`` and
@@ -236,9 +236,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
 
-        Returns
-        -------
-        self : BayesianMLPRegressor
+        %(returns_self)s
 
         Raises
         ------
@@ -269,9 +267,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         uncertainty) + sigma^2 (aleatoric, observation noise), as in Gal 2016,
         section 3.3.1 (Prop. 3).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------
@@ -280,12 +276,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             shape (n_samples,) or (n_samples, n_outputs), in the units of y;
             ``std**2 == epistemic_std**2 + aleatoric_std**2``.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         X = self._validate_X_predict(X)
         mean, variance = self._over_draws(
@@ -317,12 +308,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         y_std : ndarray, same shape as y_mean
             Only returned when ``return_std`` is True.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         if not return_std:
             X = self._validate_X_predict(X)
@@ -356,8 +342,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
         Raises
         ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
+        %(not_fitted_error)s
         ValueError
             If X has NaN/inf or the wrong number of features, or
             ``n_samples`` < 1.
@@ -383,22 +368,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         of y and summed over outputs: the per-point test log-likelihood of the
         UCI benchmark protocol.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-
-        Returns
-        -------
-        log_density : ndarray of shape (n_samples,)
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X or y has NaN/inf, X the wrong number of features, or y the
-            wrong number of outputs.
+        %(log_predictive_density_sections)s
         """
         check_is_fitted(self)
         X, y, Y = self._validate_training_data(X, y, reset=False)

@@ -28,10 +28,8 @@ rows at prediction time, so that a row's value does not depend on its batch).
 
 References
 ----------
-.. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
-   Bayes", ICLR 2014.
-.. [Sohn2015] K. Sohn, H. Lee and X. Yan, "Learning structured output
-   representation using deep conditional generative models", NeurIPS 2015.
+%(ref_kingma2014)s
+%(ref_sohn2015)s
 .. [Burda2016] Y. Burda, R. Grosse and R. Salakhutdinov, "Importance weighted
    autoencoders", ICLR 2016.
 .. [Higgins2017] I. Higgins et al., "beta-VAE: learning basic visual concepts
@@ -43,9 +41,12 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 from torch.nn import functional as F
 
+from ..._docstrings import fill
 from ..functional import gaussian_log_prob
 from ..likelihoods import BernoulliLikelihood, GaussianLikelihood
 from .mlp import MLP
+
+__doc__ = fill(__doc__)
 
 __all__ = ["VAEModule", "kl_standard_normal"]
 
