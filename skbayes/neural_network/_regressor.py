@@ -73,7 +73,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     estimator initialises everything from that batch (the y standardisation
     included), and every call takes one epoch over its rows with the N of
     the objective set to ``n_seen_``; the optimiser's state carries over
-    between calls. ``early_stopping`` does not apply to it.
+    between calls. It holds no rows out: ``early_stopping`` is for ``fit``.
 
     References
     ----------
