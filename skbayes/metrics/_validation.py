@@ -5,7 +5,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_array
 
-_LOG_2PI = np.log(2.0 * np.pi)
 _INV_SQRT_PI = 1.0 / np.sqrt(np.pi)
 _PROBA_SUM_ATOL = 1e-3
 
