@@ -44,6 +44,16 @@ def _ids(method):
     return type(method).__name__
 
 
+def _pairs():
+    """Every (estimator class, method) that applies: the classifier does not take PBP."""
+    return [
+        pytest.param(cls, method, id=f"{_ids(method)}-{cls.__name__}")
+        for method in _methods()
+        for cls in ESTIMATORS
+        if cls is BayesianMLPRegressor or method.supports_classification
+    ]
+
+
 # The documented keys of inference_diagnostics_, per method (SHARED_ATTRIBUTES_DOC).
 DIAGNOSTICS = {
     "MeanFieldVI": {"kl"},
@@ -141,11 +151,8 @@ def test_an_unknown_alias_is_reported(data):
         BayesianMLPRegressor(inference="laplace", max_iter=1).fit(X, y)
 
 
-@pytest.mark.parametrize("estimator_cls", ESTIMATORS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("method", _methods(), ids=_ids)
+@pytest.mark.parametrize("estimator_cls, method", _pairs())
 def test_fitting_does_not_change_the_object_passed(estimator_cls, method, data):
-    if estimator_cls is BayesianMLPClassifier and not method.supports_classification:
-        pytest.skip("PBP is regression only")
     X, y = data
     params, digest = method.get_params(), joblib.hash(method)
     model = _fit(estimator_cls, method, X, y)
@@ -202,12 +209,17 @@ def test_grid_search_of_a_classifier_over_pbp_reports_regression_only(data):
 
 
 # --------------------------------------------------------------------- aliases
-@pytest.mark.parametrize("alias", sorted(ALIASES))
-@pytest.mark.parametrize("estimator_cls", ESTIMATORS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "alias, estimator_cls",
+    [
+        (alias, est)
+        for alias, cls in sorted(ALIASES.items())
+        for est in ESTIMATORS
+        if est is BayesianMLPRegressor or cls.supports_classification
+    ],
+)
 def test_strings_are_aliases_of_the_default_objects(alias, estimator_cls):
     cls = ALIASES[alias]
-    if estimator_cls is BayesianMLPClassifier and not cls.supports_classification:
-        pytest.skip("PBP is regression only")
     rng = np.random.RandomState(1)
     X = rng.randn(24, 2)  # tiny: the default SGHMC runs its 500 epochs
     y = X[:, 0] + 0.1 * rng.randn(24)
@@ -225,11 +237,8 @@ def test_strings_are_aliases_of_the_default_objects(alias, estimator_cls):
 
 
 # --------------------------------------------------------- inference_diagnostics_
-@pytest.mark.parametrize("estimator_cls", ESTIMATORS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("method", _methods(), ids=_ids)
+@pytest.mark.parametrize("estimator_cls, method", _pairs())
 def test_inference_diagnostics_hold_the_documented_keys(estimator_cls, method, data):
-    if estimator_cls is BayesianMLPClassifier and not method.supports_classification:
-        pytest.skip("PBP is regression only")
     X, y = data
     model = _fit(estimator_cls, method, X, y)
     diagnostics = model.inference_diagnostics_
