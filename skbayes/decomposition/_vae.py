@@ -156,7 +156,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
     Attributes
     ----------
-    module_ : skbayes.nn.vae.VAEModule
+    module_ : skbayes.nn.VAEModule
         The fitted ``encoder``, ``decoder`` and ``likelihood``; they work in
         standardised units of X for ``likelihood="gaussian"``.
     noise_std_ : ndarray of shape (n_features_in_,) or None

@@ -42,20 +42,20 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
     Parameters
     ----------
     module : torch.nn.ModuleDict
-        With a ``"gp"`` (:class:`skbayes.nn.sparse_gp.SVGP`) and a
+        With a ``"gp"`` (:class:`skbayes.nn.SVGP`) and a
         ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`).
     x : torch.Tensor of shape (batch_size, n_features)
     y : torch.Tensor of shape (batch_size,)
     n_data : int
         Number of training rows N; the KL is divided by N, not batch_size.
     objective : {"vfe", "fitc"}, default="vfe"
-        See :func:`skbayes.nn.sparse_gp.expected_log_lik`.
+        See :meth:`skbayes.nn.SVGP.expected_log_lik`.
 
     Returns
     -------
     loss : torch.Tensor, scalar
         ``-(mean over the batch of the per-point data term) + KL / N``
-        (:meth:`skbayes.nn.sparse_gp.SVGP.loss`).
+        (:meth:`skbayes.nn.SVGP.loss`).
     """
     return module["gp"].loss(x, y, module["likelihood"], n_data, objective)
 
@@ -128,7 +128,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         with the other parameters. ``"ngd"``: natural-gradient steps of size
         ``ngd_step_size`` in the natural parameters of q(u)
         ([Salimbeni2018]_), with Adam for Z, the hyperparameters and the
-        noise; see :class:`skbayes.nn.natural_gradient.NaturalGradient`.
+        noise; see :class:`skbayes.nn.NaturalGradient`.
     ngd_step_size : float, default=0.1
         Natural-gradient step size gamma in (0, 1], used with
         ``variational_optimizer="ngd"``. With gamma = 1 one full-batch step
@@ -175,7 +175,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     Attributes
     ----------
     module_ : torch.nn.ModuleDict
-        The fitted ``"gp"`` (:class:`skbayes.nn.sparse_gp.SVGP`) and
+        The fitted ``"gp"`` (:class:`skbayes.nn.SVGP`) and
         ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), which work
         in standardised target units.
     inducing_points_ : ndarray of shape (n_inducing_, n_features)

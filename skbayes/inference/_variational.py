@@ -49,7 +49,7 @@ class MeanFieldVI(InferenceMethod):
     posterior_init_scale : float, default=1e-3
         Initial standard deviation of q with ``init="default"``.
     init : {"default", "iblm", "uninformative", "heuristic", "xavier", "orthogonal", "lsuv"}, default="default"
-        Initialisation of q (see :data:`skbayes.nn.initialization.INITIALIZATIONS`):
+        Initialisation of q (see :data:`skbayes.nn.INITIALIZATIONS`):
         ``"default"`` keeps uniform random means and ``posterior_init_scale``
         standard deviations; ``"iblm"`` fits Bayesian linear regression layer
         by layer (I-BLM, Rossi 2022, chapter 3), which keeps VI from
