@@ -7,6 +7,7 @@ import torch
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import MiniBatchKMeans
+from sklearn.gaussian_process.kernels import Kernel, Sum, WhiteKernel
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -21,6 +22,7 @@ from .._param_validation import (
 )
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import OBJECTIVES, SVGP, GaussianLikelihood, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel, cholesky
+from ..nn.kernels import WhiteNoise, from_sklearn_kernel, to_sklearn_kernel
 
 # Largest X for the joint (n, n) covariance of return_cov and sample_y (~200 MB in float64).
 _MAX_JOINT_ROWS = 5000
@@ -34,6 +36,50 @@ _KERNELS = {
     "matern32": (MaternKernel, {"nu": 1.5}),
     "matern52": (MaternKernel, {"nu": 2.5}),
 }
+
+
+def _white_terms(kernel):
+    """The WhiteKernel summands of ``kernel`` (it may be a sum of sums); raises for one elsewhere."""
+    if isinstance(kernel, Sum):
+        return _white_terms(kernel.k1) + _white_terms(kernel.k2)
+    if isinstance(kernel, WhiteKernel):
+        return [kernel]
+    for name, value in kernel.get_params().items():
+        if isinstance(value, WhiteKernel):
+            raise ValueError(
+                f"A WhiteKernel is supported only as a term added to the kernel (the observation "
+                f"noise); got it inside {type(kernel).__name__} in {kernel!r}."
+            )
+    return []
+
+
+class _TargetUnitsKernel(torch.nn.Module):
+    """A kernel with hyperparameters in the units of y, applied to y standardised by ``y_scale``."""
+
+    def __init__(self, kernel, y_scale):
+        super().__init__()
+        self.kernel = kernel
+        self.inv_var = 1.0 / y_scale**2
+
+    def forward(self, x1, x2):
+        return self.kernel(x1, x2) * self.inv_var
+
+    def diag(self, x):
+        return self.kernel.diag(x) * self.inv_var
+
+
+class _WhiteNoiseLikelihood(GaussianLikelihood):
+    """Gaussian likelihood whose noise variance is a WhiteKernel's noise_level (units of y),
+    read in standardised units."""
+
+    def __init__(self, white, y_scale):
+        torch.nn.Module.__init__(self)
+        self.white = white  # shared with the kernel; parameters() lists it once
+        self.inv_var = 1.0 / y_scale**2
+
+    @property
+    def noise_std(self):
+        return (self.white.noise_level() * self.inv_var).sqrt().reshape(1)
 
 
 def minibatch_loss(module, x, y, n_data, objective="vfe"):
@@ -77,10 +123,28 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
 
     Parameters
     ----------
-    kernel : {"rbf", "matern12", "matern32", "matern52"}, default="rbf"
-        Covariance function, with one length-scale per feature (ARD) and a
-        signal variance: squared exponential, or Matérn with nu = 1/2, 3/2,
-        5/2 ([RW2006]_, eqs. 4.9 and 4.14).
+    kernel : {"rbf", "matern12", "matern32", "matern52"} or sklearn kernel, default="rbf"
+        Covariance function. A string: one length-scale per feature (ARD)
+        and a signal variance, squared exponential or Matérn with nu = 1/2,
+        3/2, 5/2 ([RW2006]_, eqs. 4.9 and 4.14), set by ``length_scale`` and
+        ``signal_std``. A ``sklearn.gaussian_process.kernels.Kernel``, as for
+        ``GaussianProcessRegressor``: sums and products of
+        ``ConstantKernel``, ``RBF``, ``Matern`` (nu 0.5, 1.5, 2.5, inf),
+        ``RationalQuadratic``, ``ExpSineSquared`` and ``DotProduct``, with
+        isotropic or per-feature length-scales, plus at most one added
+        ``WhiteKernel``, which is the observation noise (its
+        ``noise_level`` is the noise variance; it then sets the noise and
+        ``noise_std`` is ignored). Training starts at the kernel's
+        hyperparameter values; ``*_bounds="fixed"`` keeps a hyperparameter
+        fixed, and other bounds (lo, hi) are kept by a sigmoid between
+        log(lo) and log(hi) (softplus above lo when hi is infinite, see
+        :class:`skbayes.nn.kernels.BoundedPositive`). Values and bounds are
+        in the units of X and y: ``ConstantKernel``, ``WhiteKernel`` and
+        ``DotProduct``'s sigma_0**2 are variances in the units of y**2,
+        whatever ``normalize_y``. The fitted kernel is ``kernel_``. With a
+        kernel object, ``length_scale`` and ``signal_std`` are ignored, and
+        ``length_scale_`` and ``signal_std_`` are None. Any other kernel
+        class raises a ValueError that names it.
     n_inducing : int, default=256
         Number M of inducing points; capped at the number of rows. Cost per
         step grows as M^2 (M^3 for the Cholesky of K_zz).
@@ -182,10 +246,16 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         Fitted inducing inputs Z, in the units of X.
     n_inducing_ : int
         Number of inducing points used, ``min(n_inducing, n_samples)``.
-    length_scale_ : ndarray of shape (n_features,)
-        Fitted length-scales, in the units of X.
-    signal_std_ : float
-        Fitted standard deviation of f, in the units of y.
+    kernel_ : sklearn kernel
+        Only when ``kernel`` is a kernel object: a kernel of the same
+        structure with the fitted hyperparameter values (units of X and y,
+        the ``WhiteKernel`` holding the fitted noise variance), so that
+        ``print(model.kernel_)`` reads as for ``GaussianProcessRegressor``.
+    length_scale_ : ndarray of shape (n_features,) or None
+        Fitted length-scales, in the units of X (None with a kernel object).
+    signal_std_ : float or None
+        Fitted standard deviation of f, in the units of y (None with a
+        kernel object).
     noise_std_ : float
         Fitted observation noise standard deviation, in the units of y. A
         Python float, because the model has a single output (the
@@ -263,7 +333,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     """
 
     _parameter_constraints = {
-        "kernel": [StrOptions(set(_KERNELS))],
+        "kernel": [StrOptions(set(_KERNELS)), Kernel],
         "n_inducing": [Interval(Integral, 1, None, closed="left")],
         "inducing_init": [StrOptions({"kmeans", "random"})],
         "learn_inducing": ["boolean"],
@@ -356,6 +426,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     def _build_module(self, X, n_inducing, seed, y):
         """The SVGP and likelihood, with Z initialised and q(u) at its optimum."""
         factory = {"device": self.device_, "dtype": self._dtype}
+        if not isinstance(self.kernel, str):
+            return self._build_module_from_kernel(X, n_inducing, seed, y, factory)
         kernel_class, kernel_params = _KERNELS[self.kernel]
         signal_var = 1.0 if self.signal_std is None else (self.signal_std / self._y_scale) ** 2
         kernel = kernel_class(
@@ -375,9 +447,36 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             learn_mean=self.learn_hyperparameters,
             **factory,
         )
+        return self._finish_module(X, n_inducing, seed, y, gp, self._noise_likelihood(factory))
+
+    def _noise_likelihood(self, factory):
         learn_noise = self.noise_std == "learn"
         noise = _NOISE_INIT if learn_noise else max(self.noise_std / self._y_scale, 1e-5)
-        likelihood = GaussianLikelihood(1, noise, learn_noise=learn_noise, **factory)
+        return GaussianLikelihood(1, noise, learn_noise=learn_noise, **factory)
+
+    def _build_module_from_kernel(self, X, n_inducing, seed, y, factory):
+        """The SVGP and likelihood for a scikit-learn kernel object (see ``kernel``)."""
+        whites = _white_terms(self.kernel)
+        if len(whites) > 1:
+            raise ValueError(f"At most one WhiteKernel term is supported; got {len(whites)} in {self.kernel!r}.")
+        if whites and not isinstance(self.kernel, Sum):
+            raise ValueError(f"The kernel needs a term besides the WhiteKernel; got {self.kernel!r}.")
+        module = from_sklearn_kernel(self.kernel, learn=self.learn_hyperparameters, **factory)
+        gp = SVGP(
+            _TargetUnitsKernel(module, self._y_scale),
+            n_inducing,
+            X.shape[1],
+            mean=self.prior_mean,
+            learn_inducing=self.learn_inducing,
+            learn_mean=self.learn_hyperparameters,
+            **factory,
+        )
+        white = [m for m in module.modules() if isinstance(m, WhiteNoise)]
+        likelihood = _WhiteNoiseLikelihood(white[0], self._y_scale) if white else self._noise_likelihood(factory)
+        return self._finish_module(X, n_inducing, seed, y, gp, likelihood)
+
+    def _finish_module(self, X, n_inducing, seed, y, gp, likelihood):
+        """Z initialised and q(u) at its optimum; the ModuleDict."""
         with torch.no_grad():
             gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
             if self.prior_mean == "constant":
@@ -581,9 +680,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         gp, likelihood = self.module_["gp"], self.module_["likelihood"]
         with torch.no_grad():
             self.inducing_points_ = gp.inducing_points.cpu().numpy().copy()
+            self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
+            if isinstance(gp.kernel, _TargetUnitsKernel):
+                self.kernel_ = to_sklearn_kernel(gp.kernel.kernel, self.kernel)
+                self.length_scale_ = self.signal_std_ = None
+                return
+            self.__dict__.pop("kernel_", None)
             self.length_scale_ = gp.kernel.length_scale.cpu().numpy().copy()
             self.signal_std_ = float(gp.kernel.variance.sqrt()) * self._y_scale
-            self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
 
     # --------------------------------------------------------------- prediction
     def _latent_marginals(self, X):

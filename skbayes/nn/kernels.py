@@ -1,6 +1,7 @@
-r"""Stationary covariance functions with ARD length-scales.
+r"""Covariance functions: stationary kernels with ARD length-scales, and
+translations of scikit-learn kernel objects (:func:`from_sklearn_kernel`).
 
-Both kernels share one protocol, used by :class:`~skbayes.nn.variational.SVGP`:
+All kernels share one protocol, used by :class:`~skbayes.nn.variational.SVGP`:
 
 ``forward(x1, x2)``
     Covariance matrix of shape (n1, n2) between the rows of ``x1`` (n1, d)
@@ -8,10 +9,12 @@ Both kernels share one protocol, used by :class:`~skbayes.nn.variational.SVGP`:
 ``diag(x)``
     Its diagonal k(x_i, x_i), shape (n,), without forming the matrix.
 
-The length-scales l (one per input dimension: automatic relevance
-determination) and the signal variance s^2 are stored raw and mapped through
-softplus, so the optimiser works on unconstrained values. Every kernel is a
-function of the scaled distance
+In :class:`RBFKernel` and :class:`MaternKernel` the length-scales l (one
+per input dimension: automatic relevance determination) and the signal
+variance s^2 are stored raw and mapped through softplus, so the optimiser
+works on unconstrained values; the translated kernels keep each
+hyperparameter within its scikit-learn bounds (:class:`BoundedPositive`).
+The stationary ones are functions of the scaled distance
 
 .. math::
 
@@ -25,13 +28,42 @@ References
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .functional import inverse_softplus
 
-__all__ = ["MaternKernel", "RBFKernel"]
+__all__ = [
+    "BoundedPositive",
+    "ConstantKernel",
+    "DotProduct",
+    "HalfIntegerMatern",
+    "MaternKernel",
+    "Periodic",
+    "ProductKernel",
+    "RBFKernel",
+    "RationalQuadratic",
+    "SquaredExponential",
+    "SumKernel",
+    "WhiteNoise",
+    "from_sklearn_kernel",
+    "to_sklearn_kernel",
+]
+
+
+def scaled_sqdist(x1, x2, length_scale):
+    """r^2 between every row of ``x1`` (n1, d) and ``x2`` (n2, d), shape (n1, n2).
+
+    ``length_scale`` is a scalar tensor (isotropic) or one value per column.
+    """
+    # Centre both sets first: ||a||^2 + ||b||^2 - 2 a.b loses less precision.
+    shift = x1.mean(0) if x1.shape[0] else 0.0
+    a = (x1 - shift) / length_scale
+    b = (x2 - shift) / length_scale
+    sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1) - 2.0 * a @ b.T
+    return sq.clamp_min(0.0)
 
 
 class _StationaryKernel(nn.Module):
@@ -65,12 +97,7 @@ class _StationaryKernel(nn.Module):
 
     def scaled_sqdist(self, x1, x2):
         """r^2 between every row of ``x1`` (n1, d) and ``x2`` (n2, d), shape (n1, n2)."""
-        # Centre both sets first: ||a||^2 + ||b||^2 - 2 a.b loses less precision.
-        shift = x1.mean(0) if x1.shape[0] else 0.0
-        a = (x1 - shift) / self.length_scale
-        b = (x2 - shift) / self.length_scale
-        sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1) - 2.0 * a @ b.T
-        return sq.clamp_min(0.0)
+        return scaled_sqdist(x1, x2, self.length_scale)
 
     def diag(self, x):
         """k(x_i, x_i) = s^2 for each row of ``x`` (n, d); shape (n,)."""
@@ -160,3 +187,353 @@ class MaternKernel(_StationaryKernel):
 
     def extra_repr(self):
         return f"nu={self.nu}"
+
+
+# ---------------------------------------------------------------------------
+# Kernels translated from scikit-learn kernel objects
+# ---------------------------------------------------------------------------
+# Each module below mirrors one class of ``sklearn.gaussian_process.kernels``:
+# the same formula and the same hyperparameters (each a :class:`BoundedPositive`),
+# and ``sklearn_params()`` returns their current values under scikit-learn's
+# names, so a fitted module can be written back into a clone of the kernel.
+
+
+class BoundedPositive(nn.Module):
+    r"""A positive hyperparameter (scalar or vector) kept within its bounds.
+
+    ``forward()`` returns its value. With bounds ``(lo, hi)``, ``0 < lo`` and
+    ``hi`` finite (scikit-learn's usual case), the value is a sigmoid
+    between the log-bounds,
+
+    .. math::
+
+        \theta = \exp\!\left(\log lo + w\,\sigma(4 \rho / w)\right),
+        \quad w = \log hi - \log lo,
+
+    the bounds scikit-learn's optimiser enforces on log theta, scaled so
+    that mid-range a unit step in rho is a unit step in log theta (the
+    parametrisation scikit-learn optimises); with
+    ``hi = inf`` it is ``lo + softplus(rho)`` (``lo`` clipped at 0); with
+    ``lo <= 0`` and a finite ``hi`` it is ``hi * sigmoid(rho)``. The raw
+    value rho is unconstrained. ``bounds="fixed"`` (or ``learn=False``)
+    stores the value as a buffer that the optimiser never sees.
+
+    Parameters
+    ----------
+    value : float or array-like
+        Initial (or fixed) value, > 0; clipped into the bounds.
+    bounds : "fixed" or pair of float or array-like of shape (n, 2)
+        As scikit-learn's ``*_bounds``.
+    learn : bool, default=True
+        False keeps the value fixed whatever the bounds.
+    device, dtype : optional
+    """
+
+    _edge = 1e-12  # keeps the inverse sigmoid finite for a value on a bound
+
+    def __init__(self, value, bounds="fixed", learn=True, *, device=None, dtype=None):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        value = torch.as_tensor(np.asarray(value, dtype=np.float64))
+        self.fixed = not learn or (isinstance(bounds, str) and bounds == "fixed")
+        if self.fixed:
+            self.register_buffer("fixed_value", value.to(**factory))
+            return
+        bounds = np.broadcast_to(np.asarray(bounds, dtype=np.float64), (*value.shape, 2))
+        lo, hi = (torch.as_tensor(bounds[..., i].copy()) for i in (0, 1))
+        if not torch.all(lo < hi):
+            raise ValueError(f"Hyperparameter bounds need lower < upper; got {bounds.tolist()}.")
+        if torch.all(lo > 0) and torch.all(torch.isfinite(hi)):
+            self.mode = "log-sigmoid"
+            lo, hi = lo.log(), hi.log()
+            t = ((value.log() - lo) / (hi - lo)).clamp(self._edge, 1 - self._edge)
+            raw = torch.logit(t) * (hi - lo) / 4.0
+        elif not torch.any(torch.isfinite(hi)):
+            self.mode = "softplus"
+            lo = lo.clamp_min(0.0)
+            raw = inverse_softplus((value - lo).clamp_min(self._edge * value.clamp_min(1.0)))
+        elif torch.all(torch.isfinite(hi)):
+            self.mode = "sigmoid"
+            raw = torch.logit((value / hi).clamp(self._edge, 1 - self._edge))
+        else:
+            raise ValueError(f"Hyperparameter bounds must be all finite or all infinite above; got {bounds.tolist()}.")
+        self.register_buffer("lower", lo.to(**factory))
+        self.register_buffer("upper", hi.to(**factory))
+        self.raw = nn.Parameter(raw.to(**factory))
+
+    def forward(self):
+        if self.fixed:
+            return self.fixed_value
+        if self.mode == "log-sigmoid":
+            width = self.upper - self.lower
+            return torch.exp(self.lower + width * torch.sigmoid(4.0 * self.raw / width))
+        if self.mode == "softplus":
+            return self.lower + F.softplus(self.raw)
+        return self.upper * torch.sigmoid(self.raw)
+
+    def numpy(self):
+        """The value as a float (scalar) or a float64 ndarray."""
+        value = self().detach().cpu().double().numpy()
+        return float(value) if value.ndim == 0 else value.copy()
+
+    def extra_repr(self):
+        return "fixed" if self.fixed else self.mode
+
+
+def _hyper(kernel, name, learn, factory):
+    """BoundedPositive for ``kernel.<name>`` with ``kernel.<name>_bounds``."""
+    return BoundedPositive(getattr(kernel, name), getattr(kernel, f"{name}_bounds"), learn, **factory)
+
+
+class ConstantKernel(nn.Module):
+    r"""k(x, x') = c, the variance of a constant function ([RW2006]_, section 4.2.4:
+    multiplying a kernel by c > 0 scales it, adding c adds a random offset).
+
+    Built from a ``sklearn.gaussian_process.kernels.ConstantKernel``
+    (``constant_value``, ``constant_value_bounds``).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.constant_value = _hyper(kernel, "constant_value", learn, factory)
+
+    def forward(self, x1, x2):
+        return self.constant_value().expand(x1.shape[0], x2.shape[0])
+
+    def diag(self, x):
+        return self.constant_value().expand(x.shape[0])
+
+    def sklearn_params(self):
+        return {"constant_value": self.constant_value.numpy()}
+
+
+class SquaredExponential(nn.Module):
+    r"""k(x, x') = exp(-r^2 / 2), r^2 = sum_j (x_j - x'_j)^2 / l_j^2 ([RW2006]_, eq. 4.9;
+    one length-scale per dimension, section 5.1, or one for all).
+
+    Built from a ``sklearn.gaussian_process.kernels.RBF`` (no signal variance:
+    multiply by a :class:`ConstantKernel` for one, as in scikit-learn).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.length_scale = _hyper(kernel, "length_scale", learn, factory)
+
+    def forward(self, x1, x2):
+        return torch.exp(-0.5 * scaled_sqdist(x1, x2, self.length_scale()))
+
+    def diag(self, x):
+        return torch.ones(x.shape[0], dtype=x.dtype, device=x.device)
+
+    def sklearn_params(self):
+        return {"length_scale": self.length_scale.numpy()}
+
+
+class HalfIntegerMatern(SquaredExponential):
+    r"""Matérn kernel, nu in {1/2, 3/2, 5/2} ([RW2006]_, eq. 4.14, and its
+    half-integer forms eqs. 4.16 and 4.17; see :class:`MaternKernel`), unit variance.
+
+    Built from a ``sklearn.gaussian_process.kernels.Matern`` with ``nu`` 0.5,
+    1.5 or 2.5 (``nu=inf`` is the :class:`SquaredExponential`).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        if kernel.nu not in (0.5, 1.5, 2.5):
+            raise ValueError(f"Matern kernels are supported for nu in {{0.5, 1.5, 2.5, inf}}; got nu={kernel.nu!r}.")
+        super().__init__(kernel, learn, **factory)
+        self.nu = kernel.nu
+
+    def forward(self, x1, x2):
+        r = scaled_sqdist(x1, x2, self.length_scale()).clamp_min(1e-36).sqrt()
+        if self.nu == 0.5:
+            return torch.exp(-r)
+        rate = math.sqrt(3.0) if self.nu == 1.5 else math.sqrt(5.0)
+        poly = 1.0 + rate * r if self.nu == 1.5 else 1.0 + rate * r + (5.0 / 3.0) * r.square()
+        return poly * torch.exp(-rate * r)
+
+    def extra_repr(self):
+        return f"nu={self.nu}"
+
+
+class RationalQuadratic(nn.Module):
+    r"""k(x, x') = (1 + r^2 / (2 alpha))^(-alpha), r = |x - x'| / l ([RW2006]_, eq. 4.19):
+    a scale mixture of squared exponentials.
+
+    Built from a ``sklearn.gaussian_process.kernels.RationalQuadratic``
+    (``length_scale`` and ``alpha``, each with its bounds).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.length_scale = _hyper(kernel, "length_scale", learn, factory)
+        self.alpha = _hyper(kernel, "alpha", learn, factory)
+
+    def forward(self, x1, x2):
+        alpha = self.alpha()
+        return (1.0 + scaled_sqdist(x1, x2, self.length_scale()) / (2.0 * alpha)) ** (-alpha)
+
+    def diag(self, x):
+        return torch.ones(x.shape[0], dtype=x.dtype, device=x.device)
+
+    def sklearn_params(self):
+        return {"length_scale": self.length_scale.numpy(), "alpha": self.alpha.numpy()}
+
+
+class Periodic(nn.Module):
+    r"""k(x, x') = exp(-2 sin^2(pi |x - x'| / p) / l^2): the periodic kernel of
+    MacKay ([RW2006]_, eq. 4.31, with the period 2 pi generalised to p).
+
+    Built from a ``sklearn.gaussian_process.kernels.ExpSineSquared``
+    (``length_scale`` and ``periodicity``, each with its bounds).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.length_scale = _hyper(kernel, "length_scale", learn, factory)
+        self.periodicity = _hyper(kernel, "periodicity", learn, factory)
+
+    def forward(self, x1, x2):
+        one = torch.ones((), dtype=x1.dtype, device=x1.device)
+        dist = scaled_sqdist(x1, x2, one).clamp_min(1e-36).sqrt()
+        return torch.exp(-2.0 * (torch.sin(math.pi * dist / self.periodicity()) / self.length_scale()).square())
+
+    def diag(self, x):
+        return torch.ones(x.shape[0], dtype=x.dtype, device=x.device)
+
+    def sklearn_params(self):
+        return {"length_scale": self.length_scale.numpy(), "periodicity": self.periodicity.numpy()}
+
+
+class DotProduct(nn.Module):
+    r"""k(x, x') = sigma_0^2 + x . x', the (inhomogeneous) linear kernel
+    ([RW2006]_, section 4.2.2), Bayesian linear regression with a N(0, sigma_0^2)
+    bias and N(0, I) weights.
+
+    Built from a ``sklearn.gaussian_process.kernels.DotProduct``
+    (``sigma_0`` and its bounds).
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.sigma_0 = _hyper(kernel, "sigma_0", learn, factory)
+
+    def forward(self, x1, x2):
+        return x1 @ x2.T + self.sigma_0().square()
+
+    def diag(self, x):
+        return x.square().sum(-1) + self.sigma_0().square()
+
+    def sklearn_params(self):
+        return {"sigma_0": self.sigma_0.numpy()}
+
+
+class WhiteNoise(nn.Module):
+    r"""Independent noise, k(x, x') = nu * [x is x'] ([RW2006]_, section 4.2: the
+    covariance of the noise term of eq. 2.20), held here for a likelihood.
+
+    Built from a ``sklearn.gaussian_process.kernels.WhiteKernel``
+    (``noise_level`` nu, a variance, and its bounds). The noise is not part
+    of the latent function, so ``forward`` and ``diag`` are zero, as
+    scikit-learn's ``WhiteKernel(X, Y)`` is for two sets of rows; a model
+    reads the variance from ``noise_level()`` and puts it in its likelihood.
+    """
+
+    def __init__(self, kernel, learn=True, **factory):
+        super().__init__()
+        self.noise_level = _hyper(kernel, "noise_level", learn, factory)
+
+    def forward(self, x1, x2):
+        return torch.zeros(x1.shape[0], x2.shape[0], dtype=x1.dtype, device=x1.device)
+
+    def diag(self, x):
+        return torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+
+    def sklearn_params(self):
+        return {"noise_level": self.noise_level.numpy()}
+
+
+class SumKernel(nn.Module):
+    """k = k1 + k2: a sum of kernels is a kernel ([RW2006]_, section 4.2.4)."""
+
+    def __init__(self, k1, k2):
+        super().__init__()
+        self.k1, self.k2 = k1, k2
+
+    def forward(self, x1, x2):
+        return self.k1(x1, x2) + self.k2(x1, x2)
+
+    def diag(self, x):
+        return self.k1.diag(x) + self.k2.diag(x)
+
+
+class ProductKernel(SumKernel):
+    """k = k1 * k2: a product of kernels is a kernel ([RW2006]_, section 4.2.4)."""
+
+    def forward(self, x1, x2):
+        return self.k1(x1, x2) * self.k2(x1, x2)
+
+    def diag(self, x):
+        return self.k1.diag(x) * self.k2.diag(x)
+
+
+def _leaf_classes():
+    from sklearn.gaussian_process import kernels as sk
+
+    return {
+        sk.ConstantKernel: ConstantKernel,
+        sk.RBF: SquaredExponential,
+        sk.RationalQuadratic: RationalQuadratic,
+        sk.ExpSineSquared: Periodic,
+        sk.DotProduct: DotProduct,
+        sk.WhiteKernel: WhiteNoise,
+    }
+
+
+SKLEARN_KERNELS = ("ConstantKernel", "RBF", "Matern", "RationalQuadratic", "ExpSineSquared", "DotProduct",
+                   "WhiteKernel", "Sum", "Product")
+
+
+def from_sklearn_kernel(kernel, learn=True, *, device=None, dtype=None):
+    """Translate a scikit-learn kernel object into a torch kernel module.
+
+    Supported: sums and products of ``ConstantKernel``, ``RBF``, ``Matern``
+    (nu 0.5, 1.5, 2.5 or inf), ``RationalQuadratic``, ``ExpSineSquared`` and
+    ``DotProduct``, with isotropic or per-feature length-scales, and
+    ``WhiteKernel``, which becomes a :class:`WhiteNoise` (zero latent
+    covariance; the model puts its variance into the likelihood). The modules
+    start at the kernel's hyperparameter values; ``*_bounds="fixed"`` (or
+    ``learn=False``) makes a hyperparameter a buffer, other bounds are kept
+    by :class:`BoundedPositive`.
+
+    Raises
+    ------
+    ValueError
+        For any other kernel class, naming it.
+    """
+    from sklearn.gaussian_process import kernels as sk
+
+    factory = {"device": device, "dtype": dtype}
+    if type(kernel) in (sk.Sum, sk.Product):
+        pair = (from_sklearn_kernel(kernel.k1, learn, **factory), from_sklearn_kernel(kernel.k2, learn, **factory))
+        return SumKernel(*pair) if type(kernel) is sk.Sum else ProductKernel(*pair)
+    if type(kernel) is sk.Matern:
+        return (SquaredExponential if kernel.nu == np.inf else HalfIntegerMatern)(kernel, learn, **factory)
+    leaf = _leaf_classes().get(type(kernel))
+    if leaf is None:
+        raise ValueError(
+            f"Cannot translate the scikit-learn kernel {type(kernel).__name__} ({kernel!r}); supported: "
+            f"{', '.join(SKLEARN_KERNELS)}."
+        )
+    return leaf(kernel, learn, **factory)
+
+
+def to_sklearn_kernel(module, kernel):
+    """A scikit-learn kernel like ``kernel``, with the hyperparameter values of ``module``.
+
+    ``module`` is ``from_sklearn_kernel(kernel)``, possibly trained.
+    """
+    from sklearn.base import clone
+
+    if isinstance(module, SumKernel):
+        return type(kernel)(to_sklearn_kernel(module.k1, kernel.k1), to_sklearn_kernel(module.k2, kernel.k2))
+    return clone(kernel).set_params(**module.sklearn_params())
