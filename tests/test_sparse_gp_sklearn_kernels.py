@@ -1,5 +1,7 @@
 """SparseGPRegressor with scikit-learn kernel objects: translation, bounds, kernel_, and exact GP parity."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -8,6 +10,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, DotProduct, ExpSineSquared, Exponentiation, Matern, PairwiseKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.gaussian_process.kernels import RationalQuadratic, WhiteKernel
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayes import SparseGPRegressor
 from skbayes.nn.kernels import from_sklearn_kernel, to_sklearn_kernel
@@ -150,3 +153,20 @@ def test_matches_exact_gaussian_process_regressor():
     mean_ref, std_ref = gpr.predict(X_test, return_std=True)
     np.testing.assert_allclose(mean, mean_ref, atol=0.01 * y.std())
     np.testing.assert_allclose(std, std_ref, rtol=0.02)
+
+
+@parametrize_with_checks(
+    [
+        SparseGPRegressor(
+            kernel=C(1.0) * RBF(1.0) + WhiteKernel(0.1),
+            n_inducing=10,
+            max_iter=50,
+            learning_rate_init=0.05,
+            random_state=0,
+        )
+    ]
+)
+def test_sklearn_compatible_with_kernel_object(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
