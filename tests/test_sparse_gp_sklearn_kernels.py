@@ -86,11 +86,11 @@ def test_fixed_hyperparameters_stay_and_bounds_hold():
     assert np.all((fitted.k1.k1.k2.length_scale >= 0.8) & (fitted.k1.k1.k2.length_scale <= 1.2))
     assert 0.4 <= fitted.k1.k2.k1.constant_value <= 0.6
     assert 0.04 <= fitted.k2.noise_level <= 0.2
-    # The noise of the likelihood is the WhiteKernel's variance.
-    assert model.noise_std_ == pytest.approx(np.sqrt(fitted.k2.noise_level), rel=1e-10)
+    # The noise of the likelihood is the WhiteKernel's variance, in standardised units (normalize_y).
+    assert model.noise_std_ == pytest.approx(np.sqrt(fitted.k2.noise_level) * y.std(), rel=1e-10)
     buffers = dict(model.module_.named_buffers())
-    assert "gp.kernel.kernel.k1.k1.k1.constant_value.fixed_value" in buffers
-    assert "gp.kernel.kernel.k1.k2.k2.length_scale.fixed_value" in buffers
+    assert "gp.kernel.k1.k1.k1.constant_value.fixed_value" in buffers
+    assert "gp.kernel.k1.k2.k2.length_scale.fixed_value" in buffers
     assert not any("fixed_value" in name for name, _ in model.module_.named_parameters())
     assert model.length_scale_ is None and model.signal_std_ is None
     # Something did move.
@@ -140,10 +140,8 @@ def test_matches_exact_gaussian_process_regressor():
     )
     with pytest.warns(ConvergenceWarning):  # fixed epoch budget: the convergence warning
         model.fit(X, y)
-    # scikit-learn's kernel_ is in standardised units with normalize_y; ours in the units of y.
-    var_y = y.var()
+    # Both kernel_ are in standardised units (normalize_y=True): the same theta.
     theta = model.kernel_.theta.copy()
-    theta[[0, -1]] -= np.log(var_y)  # ConstantKernel and WhiteKernel are variances
     reference = gpr.kernel_.theta
     np.testing.assert_allclose(theta[1:], reference[1:], atol=0.02)  # length-scales, noise: 2% in log
     assert abs(theta[0] - reference[0]) < 0.06  # the signal variance lies along a flat ridge

@@ -53,33 +53,16 @@ def _white_terms(kernel):
     return []
 
 
-class _TargetUnitsKernel(torch.nn.Module):
-    """A kernel with hyperparameters in the units of y, applied to y standardised by ``y_scale``."""
-
-    def __init__(self, kernel, y_scale):
-        super().__init__()
-        self.kernel = kernel
-        self.inv_var = 1.0 / y_scale**2
-
-    def forward(self, x1, x2):
-        return self.kernel(x1, x2) * self.inv_var
-
-    def diag(self, x):
-        return self.kernel.diag(x) * self.inv_var
-
-
 class _WhiteNoiseLikelihood(GaussianLikelihood):
-    """Gaussian likelihood whose noise variance is a WhiteKernel's noise_level (units of y),
-    read in standardised units."""
+    """Gaussian likelihood whose noise variance is a WhiteKernel's noise_level (in the model's units)."""
 
-    def __init__(self, white, y_scale):
+    def __init__(self, white):
         torch.nn.Module.__init__(self)
         self.white = white  # shared with the kernel; parameters() lists it once
-        self.inv_var = 1.0 / y_scale**2
 
     @property
     def noise_std(self):
-        return (self.white.noise_level() * self.inv_var).sqrt().reshape(1)
+        return self.white.noise_level().sqrt().reshape(1)
 
 
 def minibatch_loss(module, x, y, n_data, objective="vfe"):
@@ -138,10 +121,11 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         hyperparameter values; ``*_bounds="fixed"`` keeps a hyperparameter
         fixed, and other bounds (lo, hi) are kept by a sigmoid between
         log(lo) and log(hi) (softplus above lo when hi is infinite, see
-        :class:`skbayes.nn.kernels.BoundedPositive`). Values and bounds are
-        in the units of X and y: ``ConstantKernel``, ``WhiteKernel`` and
-        ``DotProduct``'s sigma_0**2 are variances in the units of y**2,
-        whatever ``normalize_y``. The fitted kernel is ``kernel_``. With a
+        :class:`skbayes.nn.kernels.BoundedPositive`). As in
+        ``GaussianProcessRegressor``, values and bounds are in the units of X
+        and of the targets the model works in: standardised y with
+        ``normalize_y=True`` (``ConstantKernel(1.0)`` is then the variance of
+        y), y itself otherwise. The fitted kernel is ``kernel_``. With a
         kernel object, ``length_scale`` and ``signal_std`` are ignored, and
         ``length_scale_`` and ``signal_std_`` are None. Any other kernel
         class raises a ValueError that names it.
@@ -463,7 +447,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             raise ValueError(f"The kernel needs a term besides the WhiteKernel; got {self.kernel!r}.")
         module = from_sklearn_kernel(self.kernel, learn=self.learn_hyperparameters, **factory)
         gp = SVGP(
-            _TargetUnitsKernel(module, self._y_scale),
+            module,
             n_inducing,
             X.shape[1],
             mean=self.prior_mean,
@@ -472,7 +456,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             **factory,
         )
         white = [m for m in module.modules() if isinstance(m, WhiteNoise)]
-        likelihood = _WhiteNoiseLikelihood(white[0], self._y_scale) if white else self._noise_likelihood(factory)
+        likelihood = _WhiteNoiseLikelihood(white[0]) if white else self._noise_likelihood(factory)
         return self._finish_module(X, n_inducing, seed, y, gp, likelihood)
 
     def _finish_module(self, X, n_inducing, seed, y, gp, likelihood):
@@ -681,8 +665,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         with torch.no_grad():
             self.inducing_points_ = gp.inducing_points.cpu().numpy().copy()
             self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
-            if isinstance(gp.kernel, _TargetUnitsKernel):
-                self.kernel_ = to_sklearn_kernel(gp.kernel.kernel, self.kernel)
+            if not isinstance(self.kernel, str):
+                self.kernel_ = to_sklearn_kernel(gp.kernel, self.kernel)
                 self.length_scale_ = self.signal_std_ = None
                 return
             self.__dict__.pop("kernel_", None)
