@@ -422,16 +422,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             **kernel_params,
             **factory,
         )
-        gp = SVGP(
-            kernel,
-            n_inducing,
-            X.shape[1],
-            mean=self.prior_mean,
-            learn_inducing=self.learn_inducing,
-            learn_mean=self.learn_hyperparameters,
-            **factory,
-        )
-        return self._finish_module(X, n_inducing, seed, y, gp, self._noise_likelihood(factory))
+        return self._finish_module(X, n_inducing, seed, y, kernel, self._noise_likelihood(factory), factory)
 
     def _noise_likelihood(self, factory):
         learn_noise = self.noise_std == "learn"
@@ -446,8 +437,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         if whites and not isinstance(self.kernel, Sum):
             raise ValueError(f"The kernel needs a term besides the WhiteKernel; got {self.kernel!r}.")
         module = from_sklearn_kernel(self.kernel, learn=self.learn_hyperparameters, **factory)
+        white = [m for m in module.modules() if isinstance(m, WhiteNoise)]
+        likelihood = _WhiteNoiseLikelihood(white[0]) if white else self._noise_likelihood(factory)
+        return self._finish_module(X, n_inducing, seed, y, module, likelihood, factory)
+
+    def _finish_module(self, X, n_inducing, seed, y, kernel, likelihood, factory):
+        """The SVGP of ``kernel``, Z initialised and q(u) at its optimum; the ModuleDict."""
         gp = SVGP(
-            module,
+            kernel,
             n_inducing,
             X.shape[1],
             mean=self.prior_mean,
@@ -455,12 +452,6 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             learn_mean=self.learn_hyperparameters,
             **factory,
         )
-        white = [m for m in module.modules() if isinstance(m, WhiteNoise)]
-        likelihood = _WhiteNoiseLikelihood(white[0]) if white else self._noise_likelihood(factory)
-        return self._finish_module(X, n_inducing, seed, y, gp, likelihood)
-
-    def _finish_module(self, X, n_inducing, seed, y, gp, likelihood):
-        """Z initialised and q(u) at its optimum; the ModuleDict."""
         with torch.no_grad():
             gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
             if self.prior_mean == "constant":
