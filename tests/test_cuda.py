@@ -100,3 +100,17 @@ def test_sparse_gp_and_vae_on_cuda(data):
     assert vae.transform(X).shape == (120, 2)
     assert np.all(np.isfinite(vae.score_samples(X)))
     vae.partial_fit(X)
+
+
+def test_sparse_gp_with_a_scikit_learn_kernel_on_cuda(data):
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    X, y = data
+    kernel = C(1.0) * RBF(np.ones(3), length_scale_bounds=(0.1, 10.0)) + WhiteKernel(0.1)
+    gp = SparseGPRegressor(kernel=kernel, n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, y)
+    mean, std = gp.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    assert type(gp.kernel_) is type(kernel) and np.all(np.isfinite(gp.kernel_.theta))
+    ls = gp.kernel_.k1.k2.length_scale
+    assert np.all((ls >= 0.1) & (ls <= 10.0))
