@@ -7,7 +7,6 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from .._docstrings import fill_doc
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
@@ -334,12 +333,11 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         return result, training
 
     def _partial_fit_network(self, X, Y, n_outputs, method, first):
-        """One epoch of ``method`` on the rows X, Y; the first call builds the module."""
-        if not method.supports_partial_fit:
-            raise ValueError(
-                f"{type(method).__name__} does not support partial_fit; use fit (with "
-                "warm_start=True to continue from the fitted model)."
-            )
+        """One epoch of ``method`` on the rows X, Y; the first call builds the module.
+
+        Reached only for methods that stream: ``partial_fit`` exists only then
+        (:func:`method_streams`).
+        """
         settings = self._settings()
         if first:
             seeds = self._seeds(check_random_state(self.random_state), 5)

@@ -49,6 +49,7 @@ __all__ = [
     "SumKernel",
     "WhiteNoise",
     "from_sklearn_kernel",
+    "half_integer_matern",
     "to_sklearn_kernel",
 ]
 
@@ -64,6 +65,37 @@ def scaled_sqdist(x1, x2, length_scale):
     b = (x2 - shift) / length_scale
     sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1) - 2.0 * a @ b.T
     return sq.clamp_min(0.0)
+
+
+def half_integer_matern(r2, nu):
+    r"""Matérn correlation of smoothness nu in {1/2, 3/2, 5/2} at squared scaled distances ``r2``.
+
+    The half-integer forms of [RW2006]_, eq. 4.14 (section 4.2.1): exp(-r),
+    (1 + sqrt(3) r) exp(-sqrt(3) r) and (1 + sqrt(5) r + 5 r^2 / 3)
+    exp(-sqrt(5) r), with unit variance.
+
+    Parameters
+    ----------
+    r2 : torch.Tensor
+        Squared ARD-scaled distances (any shape, >= 0).
+    nu : {0.5, 1.5, 2.5}
+
+    Returns
+    -------
+    k : torch.Tensor, shape of ``r2``
+    """
+    # The floor keeps the gradient of sqrt finite at r = 0 (k is flat there
+    # for nu > 1/2, and the clamp's zero gradient is the right one-sided limit).
+    r = r2.clamp_min(1e-36).sqrt()
+    if nu == 0.5:
+        return torch.exp(-r)
+    if nu == 1.5:
+        rate = math.sqrt(3.0)
+        poly = 1.0 + rate * r
+    else:
+        rate = math.sqrt(5.0)
+        poly = 1.0 + rate * r + (5.0 / 3.0) * r.square()
+    return poly * torch.exp(-rate * r)
 
 
 class _StationaryKernel(nn.Module):
@@ -172,18 +204,7 @@ class MaternKernel(_StationaryKernel):
 
     def forward(self, x1, x2):
         """Covariance matrix of shape (n1, n2) for ``x1`` (n1, d), ``x2`` (n2, d)."""
-        # The floor keeps the gradient of sqrt finite at r = 0 (k is flat there
-        # for nu > 1/2, and the clamp's zero gradient is the right one-sided limit).
-        r = self.scaled_sqdist(x1, x2).clamp_min(1e-36).sqrt()
-        if self.nu == 0.5:
-            poly, rate = 1.0, 1.0
-        elif self.nu == 1.5:
-            rate = math.sqrt(3.0)
-            poly = 1.0 + rate * r
-        else:
-            rate = math.sqrt(5.0)
-            poly = 1.0 + rate * r + (5.0 / 3.0) * r.square()
-        return self.variance * poly * torch.exp(-rate * r)
+        return self.variance * half_integer_matern(self.scaled_sqdist(x1, x2), self.nu)
 
     def extra_repr(self):
         return f"nu={self.nu}"
@@ -344,12 +365,7 @@ class HalfIntegerMatern(SquaredExponential):
         self.nu = kernel.nu
 
     def forward(self, x1, x2):
-        r = scaled_sqdist(x1, x2, self.length_scale()).clamp_min(1e-36).sqrt()
-        if self.nu == 0.5:
-            return torch.exp(-r)
-        rate = math.sqrt(3.0) if self.nu == 1.5 else math.sqrt(5.0)
-        poly = 1.0 + rate * r if self.nu == 1.5 else 1.0 + rate * r + (5.0 / 3.0) * r.square()
-        return poly * torch.exp(-rate * r)
+        return half_integer_matern(scaled_sqdist(x1, x2, self.length_scale()), self.nu)
 
     def extra_repr(self):
         return f"nu={self.nu}"
