@@ -31,14 +31,15 @@ def kl_standard_normal_mvn(mean, scale_tril):
 
     Parameters
     ----------
-    mean : torch.Tensor of shape (M,)
-        m.
-    scale_tril : torch.Tensor of shape (M, M)
+    mean : torch.Tensor of shape (..., M)
+        m; leading dimensions index independent Gaussians (e.g. one per
+        latent function), whose KLs are summed.
+    scale_tril : torch.Tensor of shape (..., M, M)
         L, lower-triangular with a positive diagonal.
 
     Returns
     -------
     kl : torch.Tensor, scalar
     """
-    log_det = 2.0 * scale_tril.diagonal().log().sum()
-    return 0.5 * (scale_tril.square().sum() + mean.square().sum() - mean.shape[0] - log_det)
+    log_det = 2.0 * scale_tril.diagonal(dim1=-2, dim2=-1).log().sum()
+    return 0.5 * (scale_tril.square().sum() + mean.square().sum() - mean.numel() - log_det)

@@ -54,22 +54,23 @@ def covariance_gradient(scale_tril, scale_tril_grad):
 
     Parameters
     ----------
-    scale_tril : torch.Tensor of shape (M, M)
-        L, lower-triangular with a non-zero diagonal.
-    scale_tril_grad : torch.Tensor of shape (M, M)
+    scale_tril : torch.Tensor of shape (..., M, M)
+        L, lower-triangular with a non-zero diagonal; leading dimensions
+        are a batch.
+    scale_tril_grad : torch.Tensor of shape (..., M, M)
         d loss / d L; only its lower triangle (diagonal included) is read.
 
     Returns
     -------
-    grad : torch.Tensor of shape (M, M)
+    grad : torch.Tensor of shape (..., M, M)
         The symmetric G with d loss = tr(G dS) for symmetric dS, i.e.
         ``tril(2 G L) == tril(scale_tril_grad)`` (see the module docstring).
     """
-    b = scale_tril.T @ torch.tril(scale_tril_grad)
-    y = torch.tril(b) + torch.tril(b, -1).T
-    left = torch.linalg.solve_triangular(scale_tril.T, y, upper=True)  # L^-T Y
+    b = scale_tril.mT @ torch.tril(scale_tril_grad)
+    y = torch.tril(b) + torch.tril(b, -1).mT
+    left = torch.linalg.solve_triangular(scale_tril.mT, y, upper=True)  # L^-T Y
     grad = 0.5 * torch.linalg.solve_triangular(scale_tril, left, upper=False, left=False)  # (L^-T Y) L^-1
-    return 0.5 * (grad + grad.T)
+    return 0.5 * (grad + grad.mT)
 
 
 def _inverse_scale_tril(precision):
@@ -78,13 +79,18 @@ def _inverse_scale_tril(precision):
     Factorises the row-and-column-reversed precision, J P J = R R^T, so that
     P^{-1} = (J R^{-T} J)(J R^{-T} J)^T with J R^{-T} J lower-triangular.
     """
-    flipped = precision.flip(0, 1)
+    flipped = precision.flip(-2, -1)
     chol, info = torch.linalg.cholesky_ex(flipped)
     if info.any():
         return None
-    eye = torch.eye(precision.shape[0], dtype=precision.dtype, device=precision.device)
-    inv_t = torch.linalg.solve_triangular(chol.T, eye, upper=True)  # R^-T
-    return inv_t.flip(0, 1)
+    eye = torch.eye(precision.shape[-1], dtype=precision.dtype, device=precision.device)
+    inv_t = torch.linalg.solve_triangular(chol.mT, eye.expand_as(chol), upper=True)  # R^-T
+    return inv_t.flip(-2, -1)
+
+
+def _matvec(matrix, vector):
+    """Batched matrix-vector product: (..., M, M) times (..., M) -> (..., M)."""
+    return (matrix @ vector.unsqueeze(-1)).squeeze(-1)
 
 
 class NaturalGradient(torch.optim.Optimizer):
@@ -101,13 +107,15 @@ class NaturalGradient(torch.optim.Optimizer):
     When the new precision S^{-1} is not positive definite (possible for
     non-conjugate objectives or large steps), the step is halved, up to 10
     times, and otherwise skipped; ``state["n_backtracks"]`` counts the
-    halvings.
+    halvings. With a batch of Gaussians the step size is halved for all of
+    them together.
 
     Parameters
     ----------
-    mean : torch.nn.Parameter of shape (M,)
-        m.
-    raw_scale_tril : torch.nn.Parameter of shape (M, M)
+    mean : torch.nn.Parameter of shape (..., M)
+        m; leading dimensions index independent Gaussians (e.g. one q(v)
+        per latent function), each stepped with its own natural gradient.
+    raw_scale_tril : torch.nn.Parameter of shape (..., M, M)
         Raw storage of L (see :func:`~skbayes.nn.variational.scale_tril_from_raw`).
     lr : float, default=0.1
         Step size gamma in (0, 1]. 1 reaches the optimum of a conjugate
@@ -153,9 +161,9 @@ class NaturalGradient(torch.optim.Optimizer):
             raise ValueError(f"lr must be in (0, 1]; got {lr!r}.")
         if not loss_scale > 0:
             raise ValueError(f"loss_scale must be > 0; got {loss_scale!r}.")
-        if mean.ndim != 1 or raw_scale_tril.shape != (mean.shape[0], mean.shape[0]):
+        if mean.ndim < 1 or raw_scale_tril.shape != (*mean.shape, mean.shape[-1]):
             raise ValueError(
-                f"mean must have shape (M,) and raw_scale_tril (M, M); got {tuple(mean.shape)} "
+                f"mean must have shape (..., M) and raw_scale_tril (..., M, M); got {tuple(mean.shape)} "
                 f"and {tuple(raw_scale_tril.shape)}."
             )
         super().__init__([mean, raw_scale_tril], {"lr": lr, "loss_scale": loss_scale})
@@ -182,25 +190,30 @@ class NaturalGradient(torch.optim.Optimizer):
                 grad_s = torch.zeros_like(raw)
             else:
                 # undo the softplus of the diagonal: dL_ii/draw_ii = sigmoid(raw_ii)
-                grad_l = torch.tril(raw.grad, -1) + torch.diag_embed(raw.grad.diagonal() / torch.sigmoid(raw.diagonal()))
+                diag = raw.grad.diagonal(dim1=-2, dim2=-1) / torch.sigmoid(raw.diagonal(dim1=-2, dim2=-1))
+                grad_l = torch.tril(raw.grad, -1) + torch.diag_embed(diag)
                 grad_s = covariance_gradient(scale_tril, grad_l)
-            grad_eta1 = grad_m - 2.0 * grad_s @ mean
+            grad_eta1 = grad_m - 2.0 * _matvec(grad_s, mean)
             precision = torch.cholesky_inverse(scale_tril)
-            theta1 = precision @ mean
+            theta1 = _matvec(precision, mean)
             step = group["lr"] * group["loss_scale"]
             state = self.state[mean]
             state.setdefault("n_backtracks", 0)
             for _ in range(11):
                 # theta2 = -P / 2 moves by -step * G, so P moves by +2 step G
                 new_precision = precision + 2.0 * step * grad_s
-                new_tril = _inverse_scale_tril(0.5 * (new_precision + new_precision.T))
-                if new_tril is not None and torch.isfinite(new_tril).all() and (new_tril.diagonal() > 0).all():
+                new_tril = _inverse_scale_tril(0.5 * (new_precision + new_precision.mT))
+                if (
+                    new_tril is not None
+                    and torch.isfinite(new_tril).all()
+                    and (new_tril.diagonal(dim1=-2, dim2=-1) > 0).all()
+                ):
                     break
                 step *= 0.5
                 state["n_backtracks"] += 1
             else:
                 continue
             new_theta1 = theta1 - step * grad_eta1
-            mean.copy_(new_tril @ (new_tril.T @ new_theta1))
+            mean.copy_(_matvec(new_tril, _matvec(new_tril.mT, new_theta1)))
             raw.copy_(raw_from_scale_tril(new_tril))
         return loss

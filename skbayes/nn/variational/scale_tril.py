@@ -27,15 +27,15 @@ def scale_tril_from_raw(raw):
 
     Parameters
     ----------
-    raw : torch.Tensor of shape (M, M)
-        The upper triangle is ignored.
+    raw : torch.Tensor of shape (..., M, M)
+        The upper triangle is ignored; leading dimensions are a batch.
 
     Returns
     -------
-    scale_tril : torch.Tensor of shape (M, M)
+    scale_tril : torch.Tensor of shape (..., M, M)
         Lower-triangular with a positive diagonal.
     """
-    return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal()))
+    return torch.tril(raw, -1) + torch.diag_embed(F.softplus(raw.diagonal(dim1=-2, dim2=-1)))
 
 
 def raw_from_scale_tril(scale_tril):
@@ -43,13 +43,15 @@ def raw_from_scale_tril(scale_tril):
 
     Parameters
     ----------
-    scale_tril : torch.Tensor of shape (M, M)
+    scale_tril : torch.Tensor of shape (..., M, M)
         Lower-triangular with a positive diagonal.
 
     Returns
     -------
-    raw : torch.Tensor of shape (M, M)
+    raw : torch.Tensor of shape (..., M, M)
     """
     raw = torch.tril(scale_tril, -1)
-    raw.diagonal().copy_(inverse_softplus(scale_tril.diagonal().double()).to(raw.dtype))
+    raw.diagonal(dim1=-2, dim2=-1).copy_(
+        inverse_softplus(scale_tril.diagonal(dim1=-2, dim2=-1).double()).to(raw.dtype)
+    )
     return raw

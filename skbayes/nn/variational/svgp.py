@@ -100,6 +100,13 @@ class SVGP(nn.Module):
         Number M of inducing points.
     n_features : int
         Input dimension d.
+    n_latent : int or None, default=None
+        None: one latent function, q(v) of shapes (M,) and (M, M). An int L:
+        L independent latent functions f_1..f_L sharing the kernel and Z,
+        each with its own whitened q(v_l) (mean of shape (L, M), scale of
+        shape (L, M, M)) and its own constant mean; marginals then have a
+        last axis of size L (the multi-output SVGP of [Hensman2015]_ used
+        for multiclass classification and deep GP layers).
     mean : {"constant", "zero"}, default="constant"
         Prior mean function c of f.
     learn_inducing : bool, default=True
@@ -116,12 +123,12 @@ class SVGP(nn.Module):
     ----------
     inducing_points : torch.Tensor of shape (M, d)
         Z, zeros until set.
-    q_mean : torch.nn.Parameter of shape (M,)
+    q_mean : torch.nn.Parameter of shape (M,) or (L, M)
         m, the mean of q(v); starts at 0 (q = prior).
-    raw_q_scale_tril : torch.nn.Parameter of shape (M, M)
+    raw_q_scale_tril : torch.nn.Parameter of shape (M, M) or (L, M, M)
         Its strictly lower triangle is that of L, its diagonal is mapped
         through softplus, its upper triangle is unused.
-    mean_constant : torch.Tensor, scalar
+    mean_constant : torch.Tensor, scalar or of shape (L,)
         c, starts at 0.
 
     Raises
@@ -138,6 +145,7 @@ class SVGP(nn.Module):
         n_inducing,
         n_features,
         *,
+        n_latent=None,
         mean="constant",
         learn_inducing=True,
         learn_mean=True,
@@ -156,10 +164,11 @@ class SVGP(nn.Module):
             self.inducing_points = nn.Parameter(inducing)
         else:
             self.register_buffer("inducing_points", inducing)
-        self.q_mean = nn.Parameter(torch.zeros(n_inducing, **factory))
+        batch = () if n_latent is None else (n_latent,)
+        self.q_mean = nn.Parameter(torch.zeros(*batch, n_inducing, **factory))
         raw_one = inverse_softplus(1.0)
-        self.raw_q_scale_tril = nn.Parameter(torch.eye(n_inducing, **factory) * raw_one)
-        constant = torch.zeros((), **factory)
+        self.raw_q_scale_tril = nn.Parameter(torch.eye(n_inducing, **factory).repeat(*batch, 1, 1) * raw_one)
+        constant = torch.zeros(batch, **factory)
         if mean == "constant" and learn_mean:
             self.mean_constant = nn.Parameter(constant)
         else:
@@ -168,7 +177,12 @@ class SVGP(nn.Module):
     @property
     def n_inducing(self):
         """Number M of inducing points."""
-        return self.q_mean.shape[0]
+        return self.q_mean.shape[-1]
+
+    @property
+    def n_latent(self):
+        """Number L of latent functions, or None for a single one (unbatched shapes)."""
+        return None if self.q_mean.ndim == 1 else self.q_mean.shape[0]
 
     @property
     def q_scale_tril(self):
@@ -196,21 +210,26 @@ class SVGP(nn.Module):
 
         Returns
         -------
-        mean : torch.Tensor of shape (n,)
+        mean : torch.Tensor of shape (n,), or (n, L) with ``n_latent``
             mu_n = c + a_n^T m (Rossi 2022, eq. 6.7).
         cond_var : torch.Tensor of shape (n,)
             k_nn - a_n^T a_n, the variance of p(f_n | u) (Rossi 2022,
-            eq. 6.10), clipped at 0 against round-off.
-        q_var : torch.Tensor of shape (n,)
+            eq. 6.10), clipped at 0 against round-off; the same for every
+            latent function.
+        q_var : torch.Tensor of shape (n,), or (n, L) with ``n_latent``
             a_n^T S a_n, the variance that q(v) adds.
         """
         if chol_zz is None:
             chol_zz = self.chol_zz()
         a = self._whitened_cross(x, chol_zz)
-        b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
-        mean = a.T @ self.q_mean + self.mean_constant
         cond_var = (self.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
-        return mean, cond_var, b.square().sum(0)
+        if self.q_mean.ndim == 1:
+            b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
+            mean = a.T @ self.q_mean + self.mean_constant
+            return mean, cond_var, b.square().sum(0)
+        b = self.q_scale_tril.mT @ a  # (L, M, n)
+        mean = a.T @ self.q_mean.T + self.mean_constant
+        return mean, cond_var, b.square().sum(1).T
 
     def predict_f(self, x, full_cov=False, chol_zz=None):
         """Mean and (co)variance of q(f) at the rows of ``x``.
@@ -225,20 +244,20 @@ class SVGP(nn.Module):
 
         Returns
         -------
-        mean : torch.Tensor of shape (n,)
-        var : torch.Tensor of shape (n,), or cov of shape (n, n)
+        mean : torch.Tensor of shape (n,), or (n, L) with ``n_latent``
+        var : torch.Tensor of shape (n,) or (n, L), or cov of shape (n, n) or (L, n, n)
             Marginal variances (clipped at 0 against round-off), or the
             covariance when ``full_cov``.
         """
         if not full_cov:
             mean, cond_var, q_var = self.marginals(x, chol_zz)  # Rossi 2022, eq. 6.7
-            return mean, cond_var + q_var
+            return mean, (cond_var if q_var.ndim == 1 else cond_var[:, None]) + q_var
         if chol_zz is None:
             chol_zz = self.chol_zz()
         a = self._whitened_cross(x, chol_zz)
-        b = self.q_scale_tril.T @ a
-        mean = a.T @ self.q_mean + self.mean_constant
-        return mean, self.kernel(x, x) - a.T @ a + b.T @ b
+        b = self.q_scale_tril.mT @ a
+        mean = a.T @ self.q_mean.mT + self.mean_constant if self.q_mean.ndim > 1 else a.T @ self.q_mean + self.mean_constant
+        return mean, self.kernel(x, x) - a.T @ a + b.mT @ b
 
     def expected_log_lik(self, x, y, likelihood, objective="vfe"):
         r"""Per-point data term of the VFE or the FITC objective.
@@ -324,7 +343,10 @@ class SVGP(nn.Module):
         return -self.expected_log_lik(x, y, likelihood, objective).mean() + self.kl() / n_data
 
     def kl(self):
-        """KL(N(m, S) || N(0, I)) in nats, a scalar (:func:`~skbayes.nn.divergences.kl_standard_normal_mvn`)."""
+        """KL(N(m, S) || N(0, I)) in nats, a scalar, summed over the latent functions.
+
+        See :func:`~skbayes.nn.divergences.kl_standard_normal_mvn`.
+        """
         return kl_standard_normal_mvn(self.q_mean, self.q_scale_tril)
 
     @torch.no_grad()
