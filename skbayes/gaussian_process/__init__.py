@@ -1,5 +1,6 @@
 """Gaussian process estimators."""
 
+from ._deep_gp import DeepGPRegressor
 from ._sparse_gp import SparseGPRegressor
 
-__all__ = ["SparseGPRegressor"]
+__all__ = ["DeepGPRegressor", "SparseGPRegressor"]

@@ -17,7 +17,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``init.py``                initialisations of a mean-field posterior
 ``layers/``                linear layers, one file per posterior
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
-``variational/``           sparse variational GP
+``variational/``           sparse variational GP, deep GP
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
 """
@@ -75,7 +75,7 @@ from .optim import (
     gamma_moment_update,
     perturbed_nll,
 )
-from .variational import OBJECTIVES, SVGP, raw_from_scale_tril, scale_tril_from_raw
+from .variational import OBJECTIVES, SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril, scale_tril_from_raw
 
 __all__ = [
     "ACTIVATIONS",
@@ -91,6 +91,7 @@ __all__ = [
     "BoundedPositive",
     "CategoricalLikelihood",
     "ConstantKernel",
+    "DeepGP",
     "DotProduct",
     "DropoutLinear",
     "GaussianLikelihood",
@@ -128,6 +129,7 @@ __all__ = [
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
+    "linear_mean_weights",
     "local_reparameterization",
     "negative_elbo",
     "perturbed_nll",
