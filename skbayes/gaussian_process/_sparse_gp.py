@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.gaussian_process.kernels import Kernel, Sum, WhiteKernel
 from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._docstrings import fill_doc
@@ -21,6 +22,9 @@ from .._param_validation import (
     validate_method_params,
 )
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
+from ..inference import InferenceMethod
+from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
+from . import _bsgp
 from ..nn import OBJECTIVES, SVGP, GaussianLikelihood, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel, cholesky
 from ..nn.kernels import WhiteNoise, from_sklearn_kernel, to_sklearn_kernel
 
@@ -182,6 +186,29 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         ``variational_optimizer="ngd"``. With gamma = 1 one full-batch step
         solves for the optimal q(u) (the objective is conjugate in u); with
         minibatches a smaller gamma averages the noise.
+    inference : None or InferenceMethod, default=None
+        None: the variational sparse GP described above. An inference
+        method object that can sample GPs, ``SGHMC(...)``
+        (:class:`skbayes.inference.SGHMC`): the Bayesian sparse GP (BSGP) of
+        [Rossi2022]_, section 6.3: the whitened inducing values, the
+        length-scales, the signal variance, the inducing inputs (with
+        ``learn_inducing``) and the noise (with ``noise_std="learn"``) are
+        sampled jointly from the posterior of eq. 6.17 (the FITC
+        log-of-expectation likelihood, ``objective`` is ignored) with
+        log-normal hyperpriors, and predictions average the FITC
+        conditionals of the kept samples (see ``doc/bayesian_sparse_gp.md``).
+        The chains start from the variational fit above (all the training
+        parameters apply to it), each with v drawn from the optimal q(v),
+        then follow the method's own schedule of epochs. It needs a string
+        kernel; ``learn_hyperparameters=False`` keeps the kernel fixed;
+        ``warm_start`` and ``partial_fit`` do not apply. Other methods (e.g.
+        ``MCDropout``) raise a ValueError. The method object is cloned,
+        never changed; the clone is ``inference_``.
+    inducing_prior : {"normal", "dpp", "uniform"}, default="normal"
+        Prior p(Z) of the sampled inducing inputs ([Rossi2022]_, section
+        6.3.1): N(0, I) per point (assumes standardised X), the
+        determinantal prior p(Z) ∝ det K_zz, or flat. Used with an
+        ``inference`` method only.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     learning_rate_init : float, default=0.01
@@ -254,6 +281,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         over ``partial_fit`` calls. It is the N of the objective.
     best_loss_ : float
         Lowest epoch loss.
+    inference_ : InferenceMethod
+        Only with an ``inference`` method: the clone used by the last fit.
+    inference_diagnostics_ : dict
+        Only with an ``inference`` method: ``"rhat"``, the largest split
+        R-hat over the chains of the training log-likelihoods and the log
+        hyperparameters, and ``"n_kept_samples"`` (all chains). With an
+        inference method ``length_scale_``, ``signal_std_`` and
+        ``noise_std_`` are posterior means (of the length-scales, of the
+        variances), and ``inducing_points_`` is the last kept sample of Z.
     %(torch_estimator_attributes)s
 
     See Also
@@ -330,6 +366,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         "objective": [StrOptions(set(OBJECTIVES))],
         "variational_optimizer": [StrOptions({"adam", "ngd"})],
         "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
+        "inference": [None, InferenceMethod],
+        "inducing_prior": [StrOptions(set(INDUCING_PRIORS))],
         "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
     }
@@ -350,6 +388,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         objective="vfe",
         variational_optimizer="adam",
         ngd_step_size=0.1,
+        inference=None,
+        inducing_prior="normal",
         batch_size="auto",
         learning_rate_init=0.01,
         max_iter=1000,
@@ -375,6 +415,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self.objective = objective
         self.variational_optimizer = variational_optimizer
         self.ngd_step_size = ngd_step_size
+        self.inference = inference
+        self.inducing_prior = inducing_prior
         self.batch_size = batch_size
         self.learning_rate_init = learning_rate_init
         self.max_iter = max_iter
@@ -579,6 +621,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             change).
         """
         X, y = self._validate_training_data(X, y, reset=True)
+        if self.inference is not None:
+            return _bsgp.fit_sampled(self, X, y)
         y = self._continue(y) if self._can_warm_start(X.shape[1]) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
@@ -593,6 +637,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self._set_fitted_hyperparameters()
         return self
 
+    @available_if(_bsgp.streams)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y):
         """Update the model with one pass over a batch of rows (streaming).
@@ -628,7 +673,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             On NaN/inf or wrongly shaped input, a feature count that differs
             from earlier calls, y with several columns or a diverging loss.
         """
-        first = not hasattr(self, "module_")
+        first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
         X, y = self._validate_training_data(X, y, reset=first)
         y = self._initialise(X, y) if first else (y - self._y_mean) / self._y_scale
         self.n_seen_ += X.shape[0]
@@ -667,6 +712,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
     # --------------------------------------------------------------- prediction
     def _latent_marginals(self, X):
         """Mean and variance of q(f) at validated X, numpy, standardised units."""
+        if _bsgp.is_sampled(self):
+            return _bsgp.latent_marginals(self, X)
         gp = self.module_["gp"]
         with torch.no_grad():
             chol_zz = gp.chol_zz()
@@ -684,6 +731,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
                 f"{_MAX_JOINT_ROWS} rows. Pass X in smaller chunks (samples are then joint "
                 "only within a chunk) or use predict(X, return_std=True) for the marginals."
             )
+        if _bsgp.is_sampled(self):
+            return _bsgp.joint(self, X)
         gp = self.module_["gp"]
         with torch.no_grad():
             mean, cov = gp.predict_f(self._to_tensor(X), full_cov=True)

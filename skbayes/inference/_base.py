@@ -151,6 +151,9 @@ class InferenceMethod(BaseEstimator):
     supports_partial_fit = True
     #: Epochs run when the estimator's ``max_iter`` is ``"auto"``.
     default_max_iter = 500
+    #: Whether the method can infer the sparse Gaussian processes
+    #: (:meth:`prepare_gp`); :class:`~skbayes.SparseGPRegressor` refuses the others.
+    supports_gp = False
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         """The untrained network, a :class:`torch.nn.Module`.
@@ -211,6 +214,46 @@ class InferenceMethod(BaseEstimator):
             loop={"min_iter": self.kl_warmup_epochs},
             finish=lambda: {"kl": float(network.kl().detach())},
         )
+
+    def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
+        """The loss, optimiser and hooks that sample a sparse GP's chains (the GP's hook).
+
+        The GP estimators (regression, classification, deep GP) describe
+        their model to the method by tensors and closures only, so that one
+        implementation serves all of them:
+
+        Parameters
+        ----------
+        module : torch.nn.ModuleDict
+            With ``"chains"``, a :class:`torch.nn.ModuleList` of identical
+            modules, one per chain (:meth:`n_members` of them), whose
+            parameters with ``requires_grad`` are the sampled coordinates.
+            ``Training.finish`` adds ``"samples"``, a
+            :class:`~skbayes.nn.KeptStates` of those coordinates (dotted
+            names relative to a chain), chain-major.
+        energy : callable
+            ``energy(chain, rows) -> torch.Tensor``: the per-datum
+            minibatch energy U / N of one chain on the training rows
+            ``rows`` (a LongTensor), e.g.
+            :func:`skbayes.nn.bayesian_sparse_gp.neg_log_posterior`.
+        n_rows : int
+            Number of training rows.
+        context : FitContext
+        trace : callable, optional
+            ``trace(chain) -> torch.Tensor of shape (q,)``: scalars of one
+            chain whose split R-hat over the kept samples is reported.
+
+        Returns
+        -------
+        training : Training
+            ``finish()`` returns the diagnostics (``inference_diagnostics_``).
+
+        Raises
+        ------
+        NotImplementedError
+            For a method that cannot sample a GP (``supports_gp`` False).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no Gaussian-process form.")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -9,9 +9,9 @@ import torch
 from .._param_validation import Interval
 from .._training import Callback
 from ..nn import SGHMC as SGHMCOptimizer
-from ..nn import StackedMLP, split_rhat
+from ..nn import KeptStates, StackedMLP, split_rhat
 from ._base import Training
-from ._ensemble import StackedMLPMethod
+from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
 
 __all__ = ["SGHMC"]
 
@@ -72,6 +72,54 @@ class KeepSamples(Callback):
         return weights, None if raw is None else raw.detach().clone()
 
 
+class KeepChainStates(Callback):
+    """Keep the sampled coordinates of every chain at the end of every ``thinning``-th epoch after ``burn_in``.
+
+    The sparse-GP counterpart of :class:`KeepSamples` (see
+    :meth:`SGHMC.prepare_gp`): ``module["chains"]`` is a ModuleList of
+    chains, and the coordinates kept are the parameters with
+    ``requires_grad``; ``trace(chain)``, when given, is recorded too.
+
+    Attributes
+    ----------
+    samples : list of list of dict
+        Per kept sample, per chain: name -> tensor.
+    traces : list of torch.Tensor of shape (n_chains, q)
+    """
+
+    def __init__(self, module, burn_in, thinning, trace=None):
+        self.module = module
+        self.burn_in = burn_in
+        self.thinning = thinning
+        self.trace = trace
+        self.samples, self.traces = [], []
+
+    def on_epoch_end(self, state):
+        epoch = state.epoch + 1
+        if epoch > self.burn_in and (epoch - self.burn_in) % self.thinning == 0:
+            self.snapshot()
+
+    def snapshot(self):
+        """Keep the chains' sampled coordinates (and traces) now."""
+        chains = self.module["chains"]
+        self.samples.append(
+            [{n: p.detach().clone() for n, p in chain.named_parameters() if p.requires_grad} for chain in chains]
+        )
+        if self.trace is not None:
+            with torch.no_grad():
+                self.traces.append(torch.stack([self.trace(chain).detach() for chain in chains]))
+
+    def kept_states(self):
+        """A :class:`~skbayes.nn.KeptStates` of all kept samples, chain-major."""
+        n_chains = len(self.samples[0])
+        names = list(self.samples[0][0])
+        stacked = {
+            name: torch.stack([sample[c][name] for c in range(n_chains) for sample in self.samples])
+            for name in names
+        }
+        return KeptStates(stacked, n_chains)
+
+
 class SGHMC(StackedMLPMethod):
     r"""Stochastic-gradient Hamiltonian Monte Carlo over the weights and the noise.
 
@@ -114,6 +162,11 @@ class SGHMC(StackedMLPMethod):
     size). ``neg_log_prior`` is the summed sum(w^2) / (2 prior_scale^2) of
     the kept samples.
 
+    The same object samples a sparse GP: ``SparseGPRegressor(inference=SGHMC(...))``
+    draws the whitened inducing values, hyperparameters, inducing inputs and
+    noise of the Bayesian sparse GP (Rossi 2022, section 6.3) through
+    :meth:`prepare_gp`, with this schedule and sampler.
+
     ``warm_start=True`` restarts every chain from its last kept sample (with
     zero momentum) and runs the whole schedule again. ``partial_fit`` is not
     supported: the kept samples follow a fixed schedule over the same data.
@@ -153,6 +206,7 @@ class SGHMC(StackedMLPMethod):
 
     supports_early_stopping = False
     supports_partial_fit = False
+    supports_gp = True
     #: Use the scale-adapted sampler (Springenberg et al. 2016; Rossi 2022, eqs. 2.31-2.36).
     scale_adapted = True
 
@@ -215,6 +269,67 @@ class SGHMC(StackedMLPMethod):
                 "neg_log_prior": float(module["network"].neg_log_prior().detach()),
             }
 
+        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
+        return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
+
+    def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
+        """SGHMC over the chains of a sparse GP: the same sampler and schedule as for the MLPs.
+
+        Every chain samples its own coordinates (the parameters with
+        ``requires_grad`` of ``module["chains"][c]``) from exp(-U_c), on its
+        own minibatch order (one fixed permutation of the rows per chain,
+        as for the MLP chains), with one scale-adapted
+        :class:`skbayes.nn.SGHMC` step per minibatch for all chains. The
+        schedule is that of :meth:`prepare` (``burn_in`` epochs with the
+        mass adapted, then one snapshot every ``thinning`` epochs,
+        ``n_kept_samples`` per chain). See :meth:`InferenceMethod.prepare_gp`
+        for the arguments.
+
+        ``finish()`` stores the kept samples as ``module["samples"]`` and
+        returns ``{"rhat": ..., "n_kept_samples": ...}``: the largest split
+        R-hat over the scalars of ``trace`` (NaN with fewer than 4 samples
+        per chain or without ``trace``).
+        """
+        chains = module["chains"]
+        n_chains, n_data = len(chains), context.n_data
+        steps_per_epoch = -(-n_rows // context.batch_size)
+        params = [p for p in chains.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("Nothing to sample: every coordinate of the model is fixed.")
+        optimizer = SGHMCOptimizer(
+            params,
+            lr=self.step_size,
+            n_data=n_data,
+            friction=self.friction,
+            scale_adapted=self.scale_adapted,
+            n_adapt_steps=self.burn_in * steps_per_epoch,
+            generator=context.generator,
+        )
+        orders = member_row_orders(n_chains, n_rows, context.generator)
+        keep = KeepChainStates(module, self.burn_in, self.thinning, trace)
+
+        def loss_fn(idx):
+            rows = orders[:, idx.to(orders.device)]
+            energies = torch.stack([energy(chain, rows[c]) for c, chain in enumerate(chains)])
+            return sum_gradient_mean_value(energies)
+
+        def finish():
+            if not keep.samples:  # interrupted before the first kept sample
+                warnings.warn(
+                    "SGHMC stopped before keeping a sample; the current state of each chain is "
+                    "used as its only sample.",
+                    UserWarning,
+                )
+                keep.snapshot()
+            module["samples"] = keep.kept_states()
+            n_kept = len(keep.samples)
+            rhat = float("nan")
+            if keep.traces and n_kept >= 4:
+                traces = torch.stack(keep.traces, dim=1)  # (n_chains, n_kept, q)
+                rhat = float(split_rhat(traces.double()).max())
+            return {"rhat": rhat, "n_kept_samples": n_kept * n_chains}
+
+        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
         loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
         return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
 

@@ -18,10 +18,13 @@ equation cited in their docstrings. The files are laid out by role:
 ``layers/``                linear layers, one file per posterior
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
 ``variational/``           sparse variational GP, deep GP
+``priors.py``              log-densities of the Bayesian sparse GP priors
+``bayesian_sparse_gp.py``  sampled sparse GP (BSGP): energy, predictive
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
 """
 
+from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
 from .divergences import kl_standard_normal_mvn
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
@@ -96,6 +99,7 @@ __all__ = [
     "DropoutLinear",
     "GaussianLikelihood",
     "HalfIntegerMatern",
+    "KeptStates",
     "MaternKernel",
     "MeanFieldLinear",
     "NaturalGradient",
@@ -110,6 +114,7 @@ __all__ = [
     "RowMoments",
     "SquaredExponential",
     "StackedLinear",
+    "SparseGPPriors",
     "StackedMLP",
     "SumKernel",
     "VAEModule",

@@ -1,0 +1,207 @@
+"""The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SGHMC(...))``.
+
+The estimator keeps its variational code; with an inference method that
+supports GPs (``supports_gp``) ``fit`` hands over to :func:`fit_sampled`,
+which first runs the estimator's own variational fit (its ``max_iter``,
+``learning_rate_init``, ``objective``, ...), copies the fitted model once
+per chain with v drawn from the optimal q(v), lets the method
+sample them (:meth:`skbayes.inference.InferenceMethod.prepare_gp`) in the
+shared training loop, and keeps the samples in ``module_["samples"]``;
+prediction then averages the per-sample FITC conditionals
+(:func:`latent_marginals`, :func:`joint`). The math is in
+:mod:`skbayes.nn.bayesian_sparse_gp`.
+"""
+
+import copy
+
+import numpy as np
+import torch
+
+from ..inference import FitContext, resolve_inference
+from ..nn import gaussian_log_prob
+from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, mixture_moments, neg_log_posterior
+
+__all__ = ["check_sampling_method", "fit_sampled", "is_sampled", "joint", "latent_marginals", "streams"]
+
+# Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
+_N_RHAT_ROWS = 8
+_N_RHAT_MEAN_ROWS = 512
+
+
+def streams(estimator):
+    """Whether ``partial_fit`` applies: only to the variational model (``inference=None``)."""
+    return estimator.inference is None
+
+
+def is_sampled(estimator):
+    """Whether the fitted ``estimator`` holds kept samples (an inference method was used)."""
+    return "samples" in estimator.module_
+
+
+def check_sampling_method(estimator):
+    """The validated inference method of ``estimator``, or a ValueError naming what it cannot use."""
+    method = resolve_inference(estimator.inference)
+    name = type(estimator).__name__
+    if not method.supports_gp:
+        raise ValueError(
+            f"{name} cannot use inference={type(method).__name__}(...): it has no Gaussian-process "
+            "form. Use inference=None (the variational sparse GP) or SGHMC(...)."
+        )
+    if not isinstance(estimator.kernel, str):
+        raise ValueError(
+            f"{name} with inference={type(method).__name__}(...) needs a string kernel (the priors of "
+            f"Rossi 2022, section 6.3.1, are set on its length-scales and signal variance); got "
+            f"kernel={estimator.kernel!r}."
+        )
+    return method
+
+
+def _chains(estimator, X_t, y_t, n_chains, generator):
+    """One model per chain, each a copy of the estimator's fitted model with v drawn from the optimal q(v)."""
+    first = estimator.module_
+    chains = []
+    for c in range(n_chains):
+        chain = first if c == 0 else copy.deepcopy(first)
+        gp, likelihood = chain["gp"], chain["likelihood"]
+        with torch.no_grad():
+            # Start at a draw of the optimal Gaussian q(v) of the FITC objective for the fitted Z and theta.
+            gp.set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2, objective="fitc")
+            noise = torch.randn(gp.q_mean.shape, generator=generator, dtype=gp.q_mean.dtype, device=gp.q_mean.device)
+            gp.q_mean.add_(gp.q_scale_tril @ noise)
+        # v lives in q_mean; q's scale and the constant mean c are not sampled.
+        gp.raw_q_scale_tril.requires_grad_(False)
+        gp.mean_constant.requires_grad_(False)
+        chains.append(chain)
+    return torch.nn.ModuleList(chains)
+
+
+def fit_sampled(estimator, X, y):
+    """Sample (v, theta, Z, sigma) of ``estimator`` on validated X (n, d), y (n,) with its inference method.
+
+    Sets the fitted attributes and returns the estimator.
+    """
+    method = check_sampling_method(estimator)
+    y = estimator._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
+    n_samples = X.shape[0]
+    X_t, y_t = estimator._to_tensor(X), estimator._to_tensor(y)
+    # The chains start from the variational fit (the thesis collects its samples after an optimisation).
+    estimator._train(X_t, y_t, n_samples, estimator._shuffle_seed)
+    estimator._optimizer = None
+    estimator._fitted_settings = None  # a later warm_start fit starts afresh
+    noise_seed = estimator._seeds(np.random.RandomState(estimator._shuffle_seed + 1), 1)[0]
+    generator = estimator._generator(noise_seed, estimator.device_)
+    chains = _chains(estimator, X_t, y_t, method.n_members(), generator)
+    module = torch.nn.ModuleDict({"chains": chains})
+    priors = SparseGPPriors(inducing=estimator.inducing_prior)
+    rhat_rows = slice(0, min(_N_RHAT_MEAN_ROWS, n_samples))
+
+    def energy(chain, rows):
+        return neg_log_posterior(chain["gp"], chain["likelihood"], X_t[rows], y_t[rows], n_samples, priors)
+
+    def trace(chain):
+        gp, likelihood = chain["gp"], chain["likelihood"]
+        noise_var = likelihood.noise_std[0] ** 2
+        mean, var = conditional(gp, X_t[rhat_rows])
+        log_lik = gaussian_log_prob(y_t[rhat_rows], mean, var + noise_var)
+        kernel = gp.kernel
+        return torch.cat([
+            log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
+            kernel.length_scale.log(), kernel.variance.log().reshape(1), noise_var.log().reshape(1),
+        ])
+
+    context = FitContext(generator=generator, n_data=n_samples, batch_size=estimator._batch_size(n_samples))
+    training = method.prepare_gp(module, energy, n_samples, context, trace=trace)
+    chains.train()
+    result = estimator._fit_loop(
+        training.loss_fn, training.optimizer, n_samples, shuffle_seed=estimator._shuffle_seed,
+        callbacks=training.callbacks, module=module, **training.loop,
+    )
+    diagnostics = training.finish()
+    samples = module["samples"]
+    estimator.module_ = torch.nn.ModuleDict(
+        {"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples}
+    )
+    samples.load_(samples.n_samples - 1, estimator.module_)
+    estimator.inference_ = method
+    estimator.inference_diagnostics_ = diagnostics
+    estimator.loss_curve_ = result.loss_curve
+    estimator.n_iter_ = result.n_iter
+    estimator.n_seen_ = n_samples
+    estimator.best_loss_ = result.best_loss
+    _set_fitted_hyperparameters(estimator)
+    return estimator
+
+
+def _per_sample(estimator, name):
+    """The kept samples of ``name`` as a tensor (n_samples, ...), or its fixed value repeated."""
+    samples = estimator.module_["samples"]
+    if name in samples.names:
+        return samples.stacked(name)
+    value = dict(estimator.module_.named_parameters()) | dict(estimator.module_.named_buffers())
+    return value[name].detach()[None].expand(samples.n_samples, *value[name].shape)
+
+
+def _set_fitted_hyperparameters(estimator):
+    """Posterior means of the hyperparameters and the noise, in the units of X and y."""
+    softplus = torch.nn.functional.softplus
+    with torch.no_grad():
+        length_scale = softplus(_per_sample(estimator, "gp.kernel.raw_length_scale"))
+        variance = softplus(_per_sample(estimator, "gp.kernel.raw_variance"))
+        noise_std = softplus(_per_sample(estimator, "likelihood.raw_noise")) + estimator.module_["likelihood"]._floor
+        estimator.length_scale_ = length_scale.mean(0).cpu().numpy().copy()
+        estimator.signal_std_ = float(variance.mean().sqrt()) * estimator._y_scale
+        estimator.noise_std_ = float(noise_std.square().mean().sqrt()) * estimator._y_scale
+        estimator.inducing_points_ = estimator.module_["gp"].inducing_points.cpu().numpy().copy()
+    estimator.__dict__.pop("kernel_", None)
+
+
+def latent_marginals(estimator, X):
+    """Mixture mean and variance of f at validated X over the kept samples, numpy, standardised units.
+
+    Per sample the FITC conditional (Rossi 2022, eqs. 6.9-6.10); mixture
+    mean avg_s mu_s and variance avg_s v_s + var_s mu_s
+    (:func:`~skbayes.nn.bayesian_sparse_gp.mixture_moments`).
+    """
+    module = estimator.module_
+    samples, gp = module["samples"], module["gp"]
+    means, variances = [], []
+    for s in range(samples.n_samples):
+        samples.load_(s, module)
+        with torch.no_grad():
+            chol_zz = gp.chol_zz()
+        mean, var = estimator._predict_in_blocks(
+            X, lambda x, rows: conditional(gp, x, chol_zz), row_size=gp.n_inducing
+        )
+        means.append(mean)
+        variances.append(var)
+    samples.load_(samples.n_samples - 1, module)
+    mean, var = mixture_moments(torch.from_numpy(np.stack(means)), torch.from_numpy(np.stack(variances)))
+    return mean.numpy(), var.numpy()
+
+
+def joint(estimator, X):
+    """Mixture mean (n,) and covariance (n, n) of y at validated X over the kept samples, tensors.
+
+    Per sample the joint conditional N(c + A^T v, K_xx - A^T A); the
+    mixture covariance is avg_s (C_s + mu_s mu_s^T) - mu mu^T, plus the
+    average noise variance on the diagonal.
+    """
+    module = estimator.module_
+    samples, gp, likelihood = module["samples"], module["gp"], module["likelihood"]
+    x = estimator._to_tensor(X)
+    mean_sum, second, noise = 0.0, 0.0, 0.0
+    with torch.no_grad():
+        for s in range(samples.n_samples):
+            samples.load_(s, module)
+            chol_zz = gp.chol_zz()
+            a = gp._whitened_cross(x, chol_zz)
+            mean = a.T @ gp.q_mean + gp.mean_constant
+            cov = gp.kernel(x, x) - a.T @ a
+            mean_sum = mean_sum + mean
+            second = second + cov + torch.outer(mean, mean)
+            noise = noise + likelihood.noise_std[0] ** 2
+        samples.load_(samples.n_samples - 1, module)
+        n = samples.n_samples
+        mean = mean_sum / n
+        cov = second / n - torch.outer(mean, mean)
+        return mean, cov + (noise / n) * torch.eye(x.shape[0], dtype=cov.dtype, device=cov.device)
