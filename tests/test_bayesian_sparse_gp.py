@@ -250,3 +250,55 @@ def test_boston_predictive_is_sane(data_home):
     rmse_s = np.sqrt(np.mean((sampled.predict(X_test) - y_test) ** 2))
     assert np.isfinite(ll_s) and ll_s > ll_v - 0.3, (ll_s, ll_v)
     assert rmse_s < 0.5 * y_test.std() + 2.0
+
+
+def test_log_predictive_density_is_the_mixture_over_kept_samples():
+    """Brute force: per kept sample, the FITC conditional in numpy from the stored u, Z, hyperparameters, noise."""
+    from scipy.special import logsumexp
+    from scipy.stats import norm
+
+    from skbayes.inference import SGHMC
+
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(60, 1))
+    y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(60)
+    model = SparseGPRegressor(
+        n_inducing=8,
+        max_iter=30,
+        random_state=0,
+        inference=SGHMC(n_chains=2, burn_in=20, thinning=2, n_kept_samples=5),
+    ).fit(X, y)
+    X_test = np.linspace(-3, 3, 9)[:, None]
+    y_test = np.sin(2 * X_test[:, 0])
+    samples = model.module_["samples"]
+    softplus = lambda t: np.log1p(np.exp(t))  # noqa: E731
+    params = dict(model.module_.named_parameters()) | dict(model.module_.named_buffers())
+
+    def per_sample(name):
+        if name in samples.names:
+            return samples.stacked(name).detach().numpy()
+        return np.repeat(params[name].detach().numpy()[None], samples.n_samples, axis=0)
+
+    v, z = per_sample("gp.q_mean"), per_sample("gp.inducing_points")
+    ls, var = softplus(per_sample("gp.kernel.raw_length_scale")), softplus(per_sample("gp.kernel.raw_variance"))
+    noise = softplus(per_sample("likelihood.raw_noise")).reshape(samples.n_samples, -1)[:, 0] + 1e-6
+    c = per_sample("gp.mean_constant").reshape(samples.n_samples)
+    jitter = model.module_["gp"].jitter
+    log_pdf = []
+    for s in range(samples.n_samples):
+        def k(a, b):
+            d2 = (((a[:, None, :] - b[None, :, :]) / ls[s]) ** 2).sum(-1)
+            return var[s] * np.exp(-0.5 * d2)
+
+        kzz = k(z[s], z[s])
+        chol = np.linalg.cholesky(kzz + jitter * np.mean(np.diag(kzz)) * np.eye(len(kzz)))
+        a = np.linalg.solve(chol, k(z[s], X_test))
+        mu = c[s] + a.T @ v[s]
+        cond = np.clip(var[s] - (a**2).sum(0), 0, None)
+        scale = model._y_scale
+        log_pdf.append(norm.logpdf(y_test, mu * scale + model._y_mean, np.sqrt(cond + noise[s] ** 2) * scale))
+    expected = logsumexp(np.array(log_pdf), axis=0) - np.log(samples.n_samples)
+    np.testing.assert_allclose(model.log_predictive_density(X_test, y_test), expected, rtol=1e-5, atol=1e-6)
+    # A mixture of Gaussians, not the Gaussian with its moments.
+    mean, std = model.predict(X_test, return_std=True)
+    assert not np.allclose(model.log_predictive_density(X_test, y_test), norm.logpdf(y_test, mean, std))

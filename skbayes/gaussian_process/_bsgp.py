@@ -162,6 +162,16 @@ def latent_marginals(estimator, X):
     mean avg_s mu_s and variance avg_s v_s + var_s mu_s
     (:func:`~skbayes.nn.bayesian_sparse_gp.mixture_moments`).
     """
+    means, variances = _sample_marginals(estimator, X)
+    mean, var = mixture_moments(torch.from_numpy(means), torch.from_numpy(variances))
+    return mean.numpy(), var.numpy()
+
+
+def _sample_marginals(estimator, X):
+    """Per kept sample, the FITC conditional mean and variance of f at validated X.
+
+    Returns two ndarrays of shape (n_samples_kept, n_rows), standardised units.
+    """
     module = estimator.module_
     samples, gp = module["samples"], module["gp"]
     means, variances = [], []
@@ -175,8 +185,50 @@ def latent_marginals(estimator, X):
         means.append(mean)
         variances.append(var)
     samples.load_(samples.n_samples - 1, module)
-    mean, var = mixture_moments(torch.from_numpy(np.stack(means)), torch.from_numpy(np.stack(variances)))
-    return mean.numpy(), var.numpy()
+    return np.stack(means), np.stack(variances)
+
+
+def log_predictive_density(estimator, X, y):
+    r"""Log density of y under the mixture over kept samples, in nats per row (units of y).
+
+    .. math::
+
+        \log p(y \mid x) \approx \log \frac1S \sum_{s=1}^S
+        \mathcal N(y \mid \mu_s(x), v_s(x) + \sigma_s^2),
+
+    with the FITC conditional (mu_s, v_s) and the noise sigma_s of sample s
+    (Rossi 2022, eqs. 6.9-6.10): the Monte-Carlo estimate of the posterior
+    predictive density over (u, theta, Z, sigma), not a Gaussian with the
+    mixture's moments.
+
+    Parameters
+    ----------
+    estimator : SparseGPRegressor
+        Fitted with a sampling inference method.
+    X : ndarray of shape (n, d)
+        Validated inputs.
+    y : ndarray of shape (n,)
+        Targets, in the units of y.
+
+    Returns
+    -------
+    log_density : ndarray of shape (n,)
+    """
+    from scipy.special import logsumexp
+    from scipy.stats import norm
+
+    means, variances = _sample_marginals(estimator, X)
+    with torch.no_grad():
+        noise = torch.nn.functional.softplus(_per_sample(estimator, "likelihood.raw_noise"))
+        noise = noise + estimator.module_["likelihood"]._floor
+    noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
+    scale = estimator._y_scale
+    log_pdf = norm.logpdf(
+        np.asarray(y, dtype=np.float64)[None, :],
+        means * scale + estimator._y_mean,
+        np.sqrt(variances + noise_var) * scale,
+    )
+    return logsumexp(log_pdf, axis=0) - np.log(log_pdf.shape[0])
 
 
 def joint(estimator, X):

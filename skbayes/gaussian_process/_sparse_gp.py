@@ -853,11 +853,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         """Log predictive density of each observation, in nats.
 
         log N(y_i | mean(x_i), std(x_i)^2) in the units of y: the per-point
-        test log-likelihood of the UCI benchmark protocol.
+        test log-likelihood of the UCI benchmark protocol. With a sampling
+        ``inference`` (SGHMC), the log of the mixture over kept samples,
+        log (1/S) sum_s N(y_i | mu_s(x_i), v_s(x_i) + sigma_s^2), instead.
 
         %(log_predictive_density_sections)s
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
+        if _bsgp.is_sampled(self):  # the mixture over kept samples
+            return _bsgp.log_predictive_density(self, X, y)
         result = self._uncertainty(X)  # X is validated once, here
         return norm.logpdf(y, result.mean, result.std)
