@@ -35,7 +35,15 @@ from .layers import (
     gaussian_weight_draws,
     local_reparameterization,
 )
-from .likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
+from .likelihoods import (
+    BernoulliLikelihood,
+    BinaryLikelihood,
+    CategoricalLikelihood,
+    GaussianLikelihood,
+    RobustMaxLikelihood,
+    SoftmaxLikelihood,
+    gauss_hermite,
+)
 from .linalg import cholesky
 from .networks import (
     MLP,
@@ -72,6 +80,7 @@ __all__ = [
     "BayesianLayerStack",
     "BayesianMLP",
     "BernoulliLikelihood",
+    "BinaryLikelihood",
     "CategoricalLikelihood",
     "DropoutLinear",
     "GaussianLikelihood",
@@ -83,7 +92,9 @@ __all__ = [
     "PBPNetwork",
     "PBPOptimizer",
     "RBFKernel",
+    "RobustMaxLikelihood",
     "RowMoments",
+    "SoftmaxLikelihood",
     "StackedLinear",
     "StackedMLP",
     "VAEModule",
@@ -95,6 +106,7 @@ __all__ = [
     "forward_with_parameters",
     "gamma_moment_update",
     "gaussian_log_prob",
+    "gauss_hermite",
     "gaussian_weight_draws",
     "iblm_init",
     "inverse_softplus",
