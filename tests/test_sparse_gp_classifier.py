@@ -127,21 +127,26 @@ def test_matches_sklearn_gpc_on_moons(moons, moons_model):
     reference = GaussianProcessClassifier(1.0 * RBF(1.0), random_state=0).fit(X_train, y_train)
     ours = log_loss(y_test, moons_model.predict_proba(X_test))
     theirs = log_loss(y_test, reference.predict_proba(X_test))
+    # measured: log-loss 0.243 against 0.269, accuracy 0.890 against 0.895 (one row of 200)
     assert ours <= theirs + 0.01, (ours, theirs)
     assert moons_model.score(X_test, y_test) >= reference.score(X_test, y_test) - 0.01
 
 
 def test_matches_sklearn_gpc_on_breast_cancer():
-    # Real data (bundled with scikit-learn): 300 standardised rows.
+    # Real data (bundled with scikit-learn): 300 standardised rows. Both start at the length-scale
+    # sqrt(n_features) (from 1.0, sklearn's optimiser stays in a poor optimum: accuracy 0.63).
     X, y = load_breast_cancer(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, train_size=150, test_size=150, random_state=0)
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
-    model = SparseGPClassifier(n_inducing=150, max_iter=500, learning_rate_init=0.02, random_state=0)
+    length_scale = np.sqrt(X.shape[1])
+    model = SparseGPClassifier(n_inducing=150, length_scale=length_scale, max_iter=500, learning_rate_init=0.02,
+                               random_state=0)
     model.fit(X_train, y_train)
-    reference = GaussianProcessClassifier(1.0 * RBF(1.0), random_state=0).fit(X_train, y_train)
+    reference = GaussianProcessClassifier(1.0 * RBF(length_scale), random_state=0).fit(X_train, y_train)
     ours, theirs = log_loss(y_test, model.predict_proba(X_test)), log_loss(y_test, reference.predict_proba(X_test))
     assert ours <= theirs + 0.01, (ours, theirs)
+    # measured: log-loss 0.086 against 0.109, accuracy 0.973 against 0.987 (two rows of 150)
     assert model.score(X_test, y_test) >= reference.score(X_test, y_test) - 0.02
 
 
