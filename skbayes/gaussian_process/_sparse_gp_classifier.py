@@ -42,7 +42,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     latent values u = f(Z) at M inducing points is approximated by a
     Gaussian q(u) = N(m, S) (whitened), and q, Z and the kernel
     hyperparameters are fitted by maximising the evidence lower bound
-    ([Hensman2015c]_, eq. 3; [Rossi2022]_, eq. 6.2)
+    ([Hensman2015c]_, section 3; [Rossi2022]_, eq. 6.2)
 
     .. math::
 
@@ -215,7 +215,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     .. [Rossi2022] S. Rossi, "Improving scalability and inference in
        probabilistic deep models", PhD thesis, 2022, chapter 6 (section 6.2).
     .. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes
-       for machine learning", MIT Press, 2006, section 3.4.
+       for machine learning", MIT Press, 2006, section 3.9 (eq. 3.80).
 
     Examples
     --------
@@ -349,7 +349,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         return cond_var + q_var if q_var.ndim == 1 else cond_var[:, None] + q_var
 
     def _minibatch_loss(self, x, y, n_data):
-        """-(1/B) sum_batch E_q[log p(y_i | f_i)] + KL(q(u) || p(u)) / N ([Hensman2015c]_, eq. 3, divided by N)."""
+        """-(1/B) sum_batch E_q[log p(y_i | f_i)] + KL(q(u) || p(u)) / N ([Hensman2015c]_, section 3, divided by N)."""
         gp, likelihood = self.module_["gp"], self.module_["likelihood"]
         mean, cond_var, q_var = gp.marginals(x)
         var = self._latent_var(cond_var, q_var)

@@ -36,7 +36,7 @@ References
 .. [Abramowitz1964] M. Abramowitz and I. A. Stegun, "Handbook of
    mathematical functions", 1964, eq. 25.4.46 (Gauss-Hermite quadrature).
 .. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes for
-   machine learning", MIT Press, 2006, section 3.4 (eq. 3.80) and 3.5.
+   machine learning", MIT Press, 2006, section 3.9 (eq. 3.80).
 .. [HernandezLobato2011] D. Hernandez-Lobato, J. M. Hernandez-Lobato and
    P. Dupont, "Robust multi-class Gaussian process classification", NeurIPS
    2011.
