@@ -85,8 +85,6 @@ import argparse
 import json
 import os
 import platform
-import resource
-import subprocess
 import sys
 import time
 import warnings
@@ -103,10 +101,13 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils import check_random_state
 
 import skbayes
 from skbayes import SparseGPClassifier
+
+# Helpers shared with the regression benchmark (this folder is on sys.path when a script runs from it).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sparse_gp_benchmark import git_commit, loadavg, peak_rss_mb, skbayes_init_seed, write_atomic  # noqa: E402
 
 DATASETS = ("breast_cancer", "digits", "moons")
 METHODS = ("skbayes", "sklearn_gpc", "gpytorch_svgp")
@@ -142,23 +143,6 @@ def parse_args(argv=None):
     return args
 
 
-def git_commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10, check=False)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def loadavg():
-    return [round(v, 2) for v in os.getloadavg()]
-
-
-def peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kilobytes on Linux
-
-
 def gpytorch_version():
     try:
         import gpytorch
@@ -184,11 +168,6 @@ def load(name):
     if name == "digits":
         return load_digits(return_X_y=True)
     return make_moons(1000, noise=0.3, random_state=0)
-
-
-def skbayes_init_seed(random_state):
-    """The seed SparseGPClassifier.fit passes to MiniBatchKMeans for an integer random_state."""
-    return int(check_random_state(random_state).randint(0, 2**31 - 1, size=2)[0])
 
 
 def scores(y_test, proba, classes):
@@ -354,12 +333,6 @@ def markdown_large(report):
     if report["skipped"]:
         lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def large_data(n, seed):
