@@ -22,8 +22,8 @@ from .._param_validation import (
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import OBJECTIVES, GaussianLikelihood, cholesky
 from ..nn.kernels import WhiteNoise, from_sklearn_kernel
+from ._base import _AUTO_BATCH, BaseSparseGP  # noqa: F401 (_AUTO_BATCH: imported from here by _deep_gp)
 from ._base import KERNELS as _KERNELS
-from ._base import BaseSparseGP
 
 # Largest X for the joint (n, n) covariance of return_cov and sample_y (~200 MB in float64).
 _MAX_JOINT_ROWS = 5000
