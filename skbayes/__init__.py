@@ -2,9 +2,18 @@
 
 from .base import DeviceWarning
 from .decomposition import VAE
-from .gaussian_process import SparseGPClassifier, SparseGPRegressor
+from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "DeviceWarning", "SparseGPClassifier", "SparseGPRegressor", "VAE", "__version__"]
+__all__ = [
+    "BayesianMLPClassifier",
+    "BayesianMLPRegressor",
+    "DeepGPRegressor",
+    "DeviceWarning",
+    "SparseGPClassifier",
+    "SparseGPRegressor",
+    "VAE",
+    "__version__",
+]

@@ -168,3 +168,25 @@ def test_sklearn_compatible_with_kernel_object(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_grid_search_over_kernels_and_pickle():
+    """GridSearchCV can choose between kernel objects and strings; the winner pickles with its kernel_."""
+    import pickle
+
+    from sklearn.model_selection import GridSearchCV
+
+    rng = np.random.RandomState(3)
+    X = rng.uniform(-3, 3, size=(120, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.randn(120)  # periodic signal, period 2 pi / 3
+    grid = {"kernel": [C(1.0) * DotProduct(1.0) + WhiteKernel(0.1), C(1.0) * RBF(0.5) + WhiteKernel(0.1), "rbf"]}
+    base = SparseGPRegressor(n_inducing=30, max_iter=150, learning_rate_init=0.05, random_state=0)
+    search = GridSearchCV(base, grid, cv=3).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores[0] < 0.2 < scores[1]  # a linear kernel cannot fit a sine; the RBF can
+    assert not isinstance(search.best_params_["kernel"], str) or search.best_params_["kernel"] == "rbf"
+    restored = pickle.loads(pickle.dumps(search.best_estimator_))
+    np.testing.assert_array_equal(restored.predict(X[:5]), search.best_estimator_.predict(X[:5]))
+    if hasattr(search.best_estimator_, "kernel_"):
+        assert repr(restored.kernel_) == repr(search.best_estimator_.kernel_)

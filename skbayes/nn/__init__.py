@@ -17,7 +17,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``init.py``                initialisations of a mean-field posterior
 ``layers/``                linear layers, one file per posterior
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
-``variational/``           sparse variational GP
+``variational/``           sparse variational GP, deep GP
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
 """
@@ -26,7 +26,23 @@ from .diagnostics import split_rhat
 from .divergences import kl_standard_normal_mvn
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
-from .kernels import MaternKernel, RBFKernel
+from .kernels import (
+    BoundedPositive,
+    ConstantKernel,
+    DotProduct,
+    HalfIntegerMatern,
+    MaternKernel,
+    Periodic,
+    ProductKernel,
+    RationalQuadratic,
+    RBFKernel,
+    SquaredExponential,
+    SumKernel,
+    WhiteNoise,
+    from_sklearn_kernel,
+    half_integer_matern,
+    to_sklearn_kernel,
+)
 from .layers import (
     DropoutLinear,
     MeanFieldLinear,
@@ -67,7 +83,7 @@ from .optim import (
     gamma_moment_update,
     perturbed_nll,
 )
-from .variational import OBJECTIVES, SVGP, raw_from_scale_tril, scale_tril_from_raw
+from .variational import OBJECTIVES, SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril, scale_tril_from_raw
 
 __all__ = [
     "ACTIVATIONS",
@@ -81,9 +97,14 @@ __all__ = [
     "BayesianMLP",
     "BernoulliLikelihood",
     "BinaryLikelihood",
+    "BoundedPositive",
     "CategoricalLikelihood",
+    "ConstantKernel",
+    "DeepGP",
+    "DotProduct",
     "DropoutLinear",
     "GaussianLikelihood",
+    "HalfIntegerMatern",
     "MaternKernel",
     "MeanFieldLinear",
     "NaturalGradient",
@@ -91,27 +112,36 @@ __all__ = [
     "PBPLinear",
     "PBPNetwork",
     "PBPOptimizer",
+    "Periodic",
+    "ProductKernel",
     "RBFKernel",
+    "RationalQuadratic",
     "RobustMaxLikelihood",
     "RowMoments",
     "SoftmaxLikelihood",
+    "SquaredExponential",
     "StackedLinear",
     "StackedMLP",
+    "SumKernel",
     "VAEModule",
     "Vadam",
+    "WhiteNoise",
     "adf_gaussian_update",
     "blr_mean_field",
     "cholesky",
     "covariance_gradient",
     "forward_with_parameters",
+    "from_sklearn_kernel",
     "gamma_moment_update",
     "gaussian_log_prob",
     "gauss_hermite",
     "gaussian_weight_draws",
+    "half_integer_matern",
     "iblm_init",
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
+    "linear_mean_weights",
     "local_reparameterization",
     "negative_elbo",
     "perturbed_nll",
@@ -119,5 +149,6 @@ __all__ = [
     "relu_moments",
     "scale_tril_from_raw",
     "split_rhat",
+    "to_sklearn_kernel",
     "uniform_init",
 ]

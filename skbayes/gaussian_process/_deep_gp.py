@@ -1,0 +1,577 @@
+"""DeepGPRegressor: deep Gaussian process regression with doubly stochastic variational inference."""
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from scipy.special import logsumexp
+from scipy.stats import norm
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.gaussian_process.kernels import Kernel
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from .._docstrings import fill_doc
+from .._param_validation import (
+    COVERAGE,
+    N_DRAWS,
+    TRAINING_CONSTRAINTS,
+    Interval,
+    StrOptions,
+    _fit_context,
+    validate_method_params,
+)
+from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
+from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
+from ..nn.kernels import from_sklearn_kernel
+from ._sparse_gp import _AUTO_BATCH, _KERNELS, SparseGPRegressor
+
+# Widest hidden layer of hidden_width="auto" (Salimbeni and Deisenroth 2017, section 5: min(30, D)).
+_MAX_AUTO_WIDTH = 30
+# Initial scale of q(u) in the inner layers (whitened), as in Salimbeni and Deisenroth's code:
+# the inner layers start close to their mean functions.
+_INNER_Q_SCALE = 1e-5
+
+
+def mixture_quantile(q, means, stds, n_bisections=60):
+    """Quantile ``q`` of each row's equally weighted Gaussian mixture, by bisection.
+
+    Parameters
+    ----------
+    q : float
+        Probability in (0, 1).
+    means, stds : ndarray of shape (n, S)
+        Component means and standard deviations (> 0) of each row.
+    n_bisections : int, default=60
+        Halvings of the bracket [min(mean - 10 std), max(mean + 10 std)].
+
+    Returns
+    -------
+    quantile : ndarray of shape (n,)
+        x with (1/S) sum_s Phi((x - mean_s) / std_s) = q, to a relative
+        precision of about 2^-60 of the bracket.
+    """
+    lo = (means - 10 * stds).min(axis=1)
+    hi = (means + 10 * stds).max(axis=1)
+    for _ in range(n_bisections):
+        mid = 0.5 * (lo + hi)
+        below = norm.cdf((mid[:, None] - means) / stds).mean(axis=1) < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+@fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
+class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):
+    r"""Deep Gaussian process regression with doubly stochastic variational inference.
+
+    A deep GP composes ``n_layers`` GP layers, y = f^L(... f^1(x)) + noise,
+    each inner layer a vector-valued GP of width H with independent
+    components ([Salimbeni2017]_; [Rossi2022]_, eq. 6.21). Every layer is a
+    sparse variational GP (:class:`skbayes.nn.SVGP`) with its own M inducing
+    points, kernel and whitened q(u^l) = N(m^l, S^l). The evidence lower bound
+
+    .. math::
+
+        \mathcal L = \sum_n \mathbb E_{q(f^L_n)}[\log N(y_n \mid f^L_n, \sigma^2)]
+                     - \sum_l \mathrm{KL}(q(u^l) \,\|\, p(u^l))
+
+    is maximised with Adam on minibatches, its data term estimated by
+    propagating reparameterised draws of each layer's marginals,
+    f̂^l = mu^l(f̂^{l-1}) + s^l(f̂^{l-1}) eps ([Salimbeni2017]_, eqs. 10-11;
+    [Rossi2022]_, eq. 6.22), with the last layer's Gaussian expectation in
+    closed form ([Rossi2022]_, eq. 6.23). Predictions are a mixture of
+    ``n_mc_predict`` Gaussians, one per propagated draw ([Salimbeni2017]_,
+    eq. 12). With ``n_layers=1`` the model, its initialisation and its
+    training are those of :class:`skbayes.SparseGPRegressor`.
+
+    Read more in ``doc/deep_gp.md``.
+
+    Parameters
+    ----------
+    n_layers : int, default=2
+        Number L of GP layers (1 is the sparse GP).
+    hidden_width : int or "auto", default="auto"
+        Width H of every inner layer. ``"auto"`` is min(30, n_features), the
+        choice of [Salimbeni2017]_ (section 5), which is the input dimension
+        D used in [Rossi2022]_ (section 6.3.2) whenever D <= 30.
+    n_inducing : int, default=100
+        Number M of inducing points of each layer (100 in [Salimbeni2017]_
+        and [Rossi2022]_); capped at the number of rows.
+    kernel : {"rbf", "matern12", "matern32", "matern52"} or sklearn kernel, default="rbf"
+        Covariance function of every layer. A string: one length-scale per
+        input of the layer (ARD, starting at 1) and a signal variance
+        (starting at 1 in standardised units), as in
+        :class:`skbayes.SparseGPRegressor`; "rbf" is the RBF-ARD kernel of
+        [Salimbeni2017]_ and [Rossi2022]_. A scikit-learn kernel object is
+        converted for each layer as in ``SparseGPRegressor`` (length-scale
+        arrays must then fit every layer's input width, so isotropic
+        length-scales are the safe choice); an added ``WhiteKernel`` is the
+        observation noise of the last layer and plays no part in the inner
+        layers.
+    inducing_init : {"kmeans", "random"}, default="kmeans"
+        Initial Z of the first layer: ``MiniBatchKMeans`` centres of X, or M
+        rows of X. The inner layers' Z start as that Z pushed through the
+        mean functions below them ([Salimbeni2017]_'s initialisation).
+    learn_inducing : bool, default=True
+        Optimise the inducing points of every layer.
+    noise_std : "learn" or float, default="learn"
+        Observation noise standard deviation sigma: learned (starting at 0.1
+        in standardised units), or fixed at this value in the units of y.
+    prior_mean : {"constant", "zero"}, default="constant"
+        Prior mean of the last layer: a learned constant or zero. The inner
+        layers have the fixed linear mean functions of [Salimbeni2017]_
+        (identity when the width is kept, the top principal directions of the
+        layer's input when it shrinks, zero padding when it grows).
+    normalize_y : bool, default=True
+        Standardise y before fitting; every output is in the units of y.
+    n_mc_train : int, default=1
+        Draws propagated per row and step during training (1 in
+        [Salimbeni2017]_ and [Rossi2022]_).
+    n_mc_predict : int, default=100
+        Number S of propagated draws (mixture components) at prediction
+        ([Salimbeni2017]_ use 100). Ignored with ``n_layers=1``, whose
+        predictive is a single Gaussian.
+    batch_size : int or "auto", default="auto"
+        Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
+    learning_rate_init : float, default=0.01
+        Adam step size (0.01 in [Salimbeni2017]_).
+    max_iter : int, default=1000
+        Maximum number of epochs (passes over the data).
+    tol : float, default=1e-5
+        Minimum improvement of the per-datum epoch loss that resets the
+        ``n_iter_no_change`` counter (the loss is a Monte-Carlo estimate for
+        ``n_layers > 1``, so set ``n_iter_no_change`` generously or rely on
+        ``max_iter``).
+    %(n_iter_no_change)s
+    callbacks : list of skbayes._training.Callback or None, default=None
+        Called during training, after the stopping rule.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the inducing-point initialisation, the minibatch order, the
+        training draws and the prediction draws (fixed at ``fit``, so every
+        prediction call returns the same values); the global torch seed is
+        never touched.
+    %(verbose)s
+    %(device)s
+    dtype : {"float32", "float64"} or None, default=None
+        Precision; None is float64 on the CPU and float32 on accelerators.
+
+    Attributes
+    ----------
+    module_ : torch.nn.ModuleDict
+        The fitted ``"dgp"`` (:class:`skbayes.nn.DeepGP`) and
+        ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), in
+        standardised target units.
+    n_inducing_ : int
+        Inducing points per layer, ``min(n_inducing, n_samples)``.
+    hidden_width_ : int or None
+        Width H of the inner layers (None with ``n_layers=1``).
+    inducing_points_ : list of ndarray
+        The fitted Z of each layer, of shape (n_inducing_, input width of
+        the layer), the first in the units of X.
+    noise_std_ : float
+        Fitted observation noise standard deviation, in the units of y.
+    loss_curve_ : list of float
+        Per-datum negative ELBO (nats, standardised units) of each epoch.
+    %(n_iter_)s
+    best_loss_ : float
+        Lowest epoch loss.
+    %(torch_estimator_attributes)s
+
+    See Also
+    --------
+    skbayes.SparseGPRegressor : the one-layer model, with closed-form predictions.
+
+    Notes
+    -----
+    Cost per step: O(n_mc_train * batch_size * L * M^2 + L * H * M^3) for
+    the inner layers' L * H latent functions (each with its own M x M q
+    covariance) and the Cholesky of K_zz per layer; prediction costs
+    ``n_mc_predict`` times one forward pass.
+
+    At initialisation the inner layers' q(u) have mean 0 and scale 1e-5
+    (whitened), so each inner layer starts at its mean function plus the
+    GP's conditional variance, and the last layer's q(u) is set to its
+    closed-form optimum ([Titsias2009]_) for the inputs X pushed through the
+    mean functions. With ``n_layers=1``, q(u) is also set to its optimum
+    after training, as ``SparseGPRegressor`` does; for deeper models the
+    optimum has no closed form and the trained q(u) is kept.
+
+    The prediction draws use the same standard normals eps for every row
+    (each row's components are still draws from its own predictive), so a
+    row's prediction does not depend on the other rows passed with it.
+
+    Standardise X (e.g. ``StandardScaler`` in a pipeline).
+
+    Not implemented: natural-gradient steps for the last layer, warm starts,
+    ``partial_fit``, multi-output y.
+
+    References
+    ----------
+    .. [Salimbeni2017] H. Salimbeni and M. Deisenroth, "Doubly stochastic
+       variational inference for deep Gaussian processes", NeurIPS 2017.
+    .. [Rossi2022] S. Rossi, "Improving scalability and inference in
+       probabilistic deep models", PhD thesis, 2022, section 6.3.2.
+    .. [Titsias2009] M. Titsias, "Variational learning of inducing variables
+       in sparse Gaussian processes", AISTATS 2009.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbayes import DeepGPRegressor
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(300, 1))
+    >>> y = np.sign(X[:, 0]) + 0.1 * rng.randn(300)
+    >>> model = DeepGPRegressor(n_inducing=20, max_iter=50, random_state=0).fit(X, y)
+    >>> mean, std = model.predict(X[:3], return_std=True)
+    >>> mean.shape, std.shape
+    ((3,), (3,))
+    """
+
+    _parameter_constraints = {
+        "n_layers": [Interval(Integral, 1, None, closed="left")],
+        "hidden_width": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "n_inducing": [Interval(Integral, 1, None, closed="left")],
+        "kernel": [StrOptions(set(_KERNELS)), Kernel],
+        "inducing_init": [StrOptions({"kmeans", "random"})],
+        "learn_inducing": ["boolean"],
+        "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
+        "prior_mean": [StrOptions({"constant", "zero"})],
+        "normalize_y": ["boolean"],
+        "n_mc_train": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
+        **TRAINING_CONSTRAINTS,
+    }
+
+    def __init__(
+        self,
+        n_layers=2,
+        *,
+        hidden_width="auto",
+        n_inducing=100,
+        kernel="rbf",
+        inducing_init="kmeans",
+        learn_inducing=True,
+        noise_std="learn",
+        prior_mean="constant",
+        normalize_y=True,
+        n_mc_train=1,
+        n_mc_predict=100,
+        batch_size="auto",
+        learning_rate_init=0.01,
+        max_iter=1000,
+        tol=1e-5,
+        n_iter_no_change=20,
+        callbacks=None,
+        random_state=None,
+        verbose=False,
+        device="auto",
+        dtype=None,
+    ):
+        self.n_layers = n_layers
+        self.hidden_width = hidden_width
+        self.n_inducing = n_inducing
+        self.kernel = kernel
+        self.inducing_init = inducing_init
+        self.learn_inducing = learn_inducing
+        self.noise_std = noise_std
+        self.prior_mean = prior_mean
+        self.normalize_y = normalize_y
+        self.n_mc_train = n_mc_train
+        self.n_mc_predict = n_mc_predict
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.callbacks = callbacks
+        self.random_state = random_state
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+
+    # ------------------------------------------------------------------ fitting
+    def _validate_training_data(self, X, y, reset):
+        X, y = validate_data(self, X, y, reset=reset, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
+        if y.ndim == 2 and y.shape[1] != 1:
+            raise ValueError(
+                f"DeepGPRegressor supports a single target, but y has {y.shape[1]} columns; fit one "
+                "model per column (e.g. with sklearn.multioutput.MultiOutputRegressor)."
+            )
+        return X, column_or_1d(y, warn=True).astype(np.float64)
+
+    def _auto_batch_size(self, n_samples):
+        """``batch_size="auto"``: min(1024, n_samples), as for SparseGPRegressor."""
+        return min(_AUTO_BATCH, n_samples)
+
+    def _sparse_gp(self, inducing_init):
+        """A SparseGPRegressor set up like this model, whose construction builds the last layer."""
+        sparse = SparseGPRegressor(
+            self.kernel,
+            n_inducing=self.n_inducing,
+            inducing_init=inducing_init,
+            learn_inducing=self.learn_inducing,
+            noise_std=self.noise_std,
+            prior_mean=self.prior_mean,
+            normalize_y=self.normalize_y,
+            device=self.device,
+            dtype=self.dtype,
+        )
+        sparse.device_, sparse.dtype_ = self.device_, self.dtype_
+        sparse._y_mean, sparse._y_scale = self._y_mean, self._y_scale
+        return sparse
+
+    def _inner_layer(self, z, width, factory):
+        """An inner SVGP layer: H latent functions, zero constant mean, Z = z, q(u) scale 1e-5."""
+        n_inducing, n_inputs = z.shape
+        if isinstance(self.kernel, str):
+            kernel_class, kernel_params = _KERNELS[self.kernel]
+            kernel = kernel_class(n_inputs, **kernel_params, **factory)
+        else:
+            kernel = from_sklearn_kernel(self.kernel, **factory)
+        gp = SVGP(kernel, n_inducing, n_inputs, n_latent=width, mean="zero", learn_inducing=self.learn_inducing,
+                  **factory)
+        with torch.no_grad():
+            gp.inducing_points.copy_(z)
+            eye = torch.eye(n_inducing, **factory).expand(width, n_inducing, n_inducing)
+            gp.raw_q_scale_tril.copy_(raw_from_scale_tril(_INNER_Q_SCALE * eye))
+        return gp
+
+    def _build_module(self, X, y, seed):
+        """The DeepGP and the likelihood, initialised as in Salimbeni and Deisenroth (2017)."""
+        factory = {"device": self.device_, "dtype": self._dtype}
+        if self.n_layers == 1:  # literally the SparseGPRegressor construction
+            module = self._sparse_gp(self.inducing_init)._build_module(X, self.n_inducing_, seed, y)
+            return torch.nn.ModuleDict({"dgp": DeepGP([module["gp"]], []), "likelihood": module["likelihood"]})
+        sparse = self._sparse_gp(self.inducing_init)
+        h = self._to_tensor(X)
+        z = self._to_tensor(sparse._initial_inducing_points(X, self.n_inducing_, seed))
+        layers, weights = [], []
+        for _ in range(self.n_layers - 1):
+            weight = linear_mean_weights(h, self.hidden_width_)
+            layers.append(self._inner_layer(z, self.hidden_width_, factory))
+            weights.append(weight)
+            h, z = h @ weight, z @ weight  # the mean function pushes X and Z up
+        h_np = h.cpu().numpy()
+        # Kernel, likelihood and constant mean as SparseGPRegressor builds them; then Z and q(u) for the pushed Z.
+        last = self._sparse_gp("random")._build_module(h_np, self.n_inducing_, seed, y)
+        gp, likelihood = last["gp"], last["likelihood"]
+        with torch.no_grad():
+            gp.inducing_points.copy_(z)
+            gp.set_optimal_q_(h, self._to_tensor(y), likelihood.noise_std[0] ** 2)
+        return torch.nn.ModuleDict({"dgp": DeepGP([*layers, gp], weights), "likelihood": likelihood})
+
+    def _initialise(self, X, y):
+        """Seeds, device, dtype, y scaling and the module; returns the standardised y."""
+        rng = check_random_state(self.random_state)
+        init_seed, self._shuffle_seed = self._seeds(rng, 2)  # as SparseGPRegressor draws them
+        self._noise_seed, self._predict_seed = self._seeds(rng, 2)
+        self.device_ = self._resolve_device()
+        self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
+        y_mean, y_scale = target_scaling(y[:, None], self.normalize_y)
+        self._y_mean, self._y_scale = float(y_mean[0]), float(y_scale[0])
+        y = (y - self._y_mean) / self._y_scale
+        self.n_inducing_ = min(self.n_inducing, X.shape[0])
+        width = min(_MAX_AUTO_WIDTH, X.shape[1]) if self.hidden_width == "auto" else self.hidden_width
+        self.hidden_width_ = int(width) if self.n_layers > 1 else None
+        self.module_ = self._build_module(X, y, init_seed)
+        return y
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit every layer's q(u), inducing points and kernel, and the noise.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (standardise them, e.g. with ``StandardScaler``).
+        y : array-like of shape (n_samples,)
+            Targets; a single column of shape (n_samples, 1) is ravelled.
+
+        Returns
+        -------
+        self : DeepGPRegressor
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, y with several columns, a
+            diverging loss or a failed Cholesky.
+        """
+        X, y = self._validate_training_data(X, y, reset=True)
+        y = self._initialise(X, y)
+        n_samples = X.shape[0]
+        X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+        dgp, likelihood = self.module_["dgp"], self.module_["likelihood"]
+        generator = self._generator(self._noise_seed, self.device_)
+        trainable = [p for p in self.module_.parameters() if p.requires_grad]
+        result = self._fit_loop(
+            lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_samples, self.n_mc_train, generator),
+            torch.optim.Adam(trainable, lr=self.learning_rate_init),
+            n_samples,
+            shuffle_seed=self._shuffle_seed,
+        )
+        if self.n_layers == 1:  # the exact maximiser over q(u), as SparseGPRegressor
+            with torch.no_grad():
+                dgp.layers[0].set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2)
+        self.loss_curve_ = result.loss_curve
+        self.n_iter_ = result.n_iter
+        self.best_loss_ = result.best_loss
+        with torch.no_grad():
+            self.inducing_points_ = [gp.inducing_points.cpu().numpy().copy() for gp in dgp.layers]
+            self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
+        return self
+
+    # --------------------------------------------------------------- prediction
+    def _n_components(self):
+        return 1 if self.n_layers == 1 else self.n_mc_predict
+
+    def _mixture(self, X, n_draws=None, seed=None):
+        """Component means and latent variances of q(f^L), numpy (n, S), standardised units.
+
+        The draws come from a CPU generator seeded with ``seed`` (default: the
+        prediction seed fixed at ``fit``) and are shared by all rows.
+        """
+        dgp = self.module_["dgp"]
+        n_draws = self._n_components() if n_draws is None else n_draws
+        seed = self._predict_seed if seed is None else seed
+
+        def components(x, rows):
+            # The same generator state for every block: the same eps for every row.
+            mean, var = dgp.predict_mixture(x, n_draws, self._generator(seed))
+            return mean.T, var.T
+
+        width = max(self.hidden_width_ or 0, self.n_features_in_)
+        return self._predict_in_blocks(X, components, row_size=n_draws * (self.n_inducing_ + 2 * width))
+
+    def predict_uncertainty(self, X):
+        """Predictive mean and standard deviations of the mixture, split by source.
+
+        The predictive of y at x is (1/S) sum_s N(mu_s, v_s + sigma^2) over
+        the S = ``n_mc_predict`` propagated draws ([Salimbeni2017]_, eq. 12).
+        Its variance is mean_s(v_s) + var_s(mu_s) (epistemic: the layers'
+        uncertainty) + sigma^2 (aleatoric).
+
+        %(parameters_X)s
+
+        Returns
+        -------
+        result : Bunch
+            ``mean``, ``std``, ``epistemic_std`` and ``aleatoric_std``, each
+            of shape (n_samples,), in the units of y;
+            ``std**2 == epistemic_std**2 + aleatoric_std**2``.
+
+        %(predict_raises)s
+        """
+        return self._uncertainty(self._validate_X_predict(X))
+
+    def _uncertainty(self, X):
+        mean, var = self._mixture(X)
+        epistemic = np.sqrt(var.mean(axis=1) + mean.var(axis=1)) * self._y_scale
+        aleatoric = np.full_like(epistemic, self.noise_std_)
+        return Bunch(
+            mean=mean.mean(axis=1) * self._y_scale + self._y_mean,
+            std=np.sqrt(epistemic**2 + aleatoric**2),
+            epistemic_std=epistemic,
+            aleatoric_std=aleatoric,
+        )
+
+    @validate_method_params(return_std=["boolean"])
+    def predict(self, X, return_std=False):
+        """Mean of the predictive mixture, and optionally its standard deviation (noise included).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the predictive standard deviation of y.
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,)
+        y_std : ndarray of shape (n_samples,)
+            Only returned when ``return_std`` is True.
+
+        %(predict_raises)s
+        """
+        result = self._uncertainty(self._validate_X_predict(X))
+        return (result.mean, result.std) if return_std else result.mean
+
+    @validate_method_params(coverage=COVERAGE)
+    def predict_interval(self, X, coverage=0.95):
+        """Central interval of the predictive mixture: its (1 -/+ coverage)/2 quantiles.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        coverage : float, default=0.95
+            Nominal probability in (0, 1) that a new y falls inside.
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples,)
+            Quantiles of (1/S) sum_s N(mu_s, v_s + sigma^2), in the units of y
+            (found by bisection; with one layer, the Gaussian's).
+
+        Raises
+        ------
+        ValueError
+            If ``coverage`` is not in (0, 1), or as :meth:`predict`.
+        """
+        mean, var = self._mixture(self._validate_X_predict(X))
+        std = np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2)
+        bounds = [mixture_quantile(q, mean, std) for q in (0.5 - coverage / 2, 0.5 + coverage / 2)]
+        return tuple(b * self._y_scale + self._y_mean for b in bounds)
+
+    @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
+    def sample_y(self, X, n_samples=1, random_state=0):
+        """Draw targets from each row's predictive distribution.
+
+        Draw s propagates one draw through the layers (the inner layers'
+        standard normals shared by the rows) and adds y = mu_s + sqrt(v_s +
+        sigma^2) z with z independent per row. Each row's draws are exact
+        draws from its predictive; they are not joint draws of the deep GP
+        across rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+        n_samples : int, default=1
+            Number of draws.
+        random_state : int, RandomState instance or None, default=0
+            Seed of the draws (deterministic by default).
+
+        Returns
+        -------
+        y_samples : ndarray of shape (n_samples_X, n_samples)
+            In the units of y.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not a positive integer or ``random_state``
+            not a seed, or as :meth:`predict`.
+        """
+        X = self._validate_X_predict(X)
+        seed, noise_seed = self._seeds(check_random_state(random_state), 2)
+        mean, var = self._mixture(X, n_draws=n_samples, seed=seed)
+        z = np.random.RandomState(noise_seed).standard_normal(mean.shape)
+        draws = mean + np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2) * z
+        return draws * self._y_scale + self._y_mean
+
+    def log_predictive_density(self, X, y):
+        """Log predictive density of each observation under the mixture, in nats.
+
+        log (1/S) sum_s N(y_i | mu_s(x_i), v_s(x_i) + sigma^2) in the units
+        of y (a log-sum-exp over the S = ``n_mc_predict`` components): the
+        per-point test log-likelihood of the UCI protocol.
+
+        %(log_predictive_density_sections)s
+        """
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
+        mean, var = self._mixture(X)
+        std = np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2)
+        y = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
+        log_p = logsumexp(norm.logpdf(y[:, None], mean, std), axis=1) - np.log(mean.shape[1])
+        return log_p - np.log(self._y_scale)
