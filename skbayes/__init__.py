@@ -2,7 +2,7 @@
 
 from .base import DeviceWarning
 from .decomposition import VAE
-from .gaussian_process import DeepGPRegressor, SparseGPRegressor
+from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 
 __version__ = "0.1.0.dev0"
@@ -12,6 +12,7 @@ __all__ = [
     "BayesianMLPRegressor",
     "DeepGPRegressor",
     "DeviceWarning",
+    "SparseGPClassifier",
     "SparseGPRegressor",
     "VAE",
     "__version__",

@@ -131,7 +131,7 @@ class TorchEstimatorMixin:
 
     def _to_tensor(self, array):
         """Copy a numpy array into a tensor on the fitted device and dtype."""
-        return torch.tensor(np.asarray(array), dtype=self._dtype, device=self.device_)
+        return torch.tensor(np.ascontiguousarray(array), dtype=self._dtype, device=self.device_)
 
     @property
     def _dtype(self):

@@ -14,6 +14,7 @@ INIT_PARAMS = {
     "BayesianMLPClassifier": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
     "BayesianMLPRegressor": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
     "DeepGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
+    "SparseGPClassifier": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
     "SparseGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "random_state": 0},
     "VAE": {"hidden_layer_sizes": (16,), "max_iter": 20, "random_state": 0},
 }

@@ -5,8 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.stats import norm
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.cluster import MiniBatchKMeans
+from sklearn.base import RegressorMixin
 from sklearn.gaussian_process.kernels import Kernel, Sum, WhiteKernel
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.metaestimators import available_if
@@ -21,25 +20,19 @@ from .._param_validation import (
     _fit_context,
     validate_method_params,
 )
-from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
+from ..base import PredictiveRegressorMixin, target_scaling
 from ..inference import InferenceMethod
+from ..nn import OBJECTIVES, GaussianLikelihood, cholesky
 from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
+from ..nn.kernels import WhiteNoise, from_sklearn_kernel
 from . import _bsgp
-from ..nn import OBJECTIVES, SVGP, GaussianLikelihood, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel, cholesky
-from ..nn.kernels import WhiteNoise, from_sklearn_kernel, to_sklearn_kernel
+from ._base import _AUTO_BATCH, BaseSparseGP  # noqa: F401 (_AUTO_BATCH: imported from here by _deep_gp)
+from ._base import KERNELS as _KERNELS
 
 # Largest X for the joint (n, n) covariance of return_cov and sample_y (~200 MB in float64).
 _MAX_JOINT_ROWS = 5000
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
-# Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
-_AUTO_BATCH = 1024
-_KERNELS = {
-    "rbf": (RBFKernel, {}),
-    "matern12": (MaternKernel, {"nu": 0.5}),
-    "matern32": (MaternKernel, {"nu": 1.5}),
-    "matern52": (MaternKernel, {"nu": 2.5}),
-}
 
 
 def _white_terms(kernel):
@@ -94,7 +87,7 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
 
 
 @fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
-class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):
+class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     """Sparse variational Gaussian process regression (SVGP).
 
     A Gaussian process f ~ GP(c, k) with Gaussian observation noise, made
@@ -430,40 +423,13 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self.dtype = dtype
 
     # ------------------------------------------------------------------ fitting
-    def _check_length_scale(self, n_features):
-        length_scale = np.asarray(self.length_scale, dtype=np.float64)
-        if length_scale.ndim > 1 or (length_scale.ndim == 1 and len(length_scale) != n_features):
-            raise ValueError(
-                f"length_scale must be a float or hold one value per feature; got shape "
-                f"{length_scale.shape} for X with {n_features} features."
-            )
-        if not np.all(np.isfinite(length_scale) & (length_scale > 0)):
-            raise ValueError(f"length_scale must be finite and > 0; got {self.length_scale!r}.")
-        return np.broadcast_to(length_scale, (n_features,)).copy()
-
-    def _initial_inducing_points(self, X, n_inducing, seed):
-        if n_inducing >= X.shape[0]:
-            return X
-        if self.inducing_init == "random":
-            return X[np.random.RandomState(seed).choice(X.shape[0], n_inducing, replace=False)]
-        kmeans = MiniBatchKMeans(n_clusters=n_inducing, n_init=1, random_state=seed)
-        return kmeans.fit(X).cluster_centers_
-
     def _build_module(self, X, n_inducing, seed, y):
         """The SVGP and likelihood, with Z initialised and q(u) at its optimum."""
         factory = {"device": self.device_, "dtype": self._dtype}
         if not isinstance(self.kernel, str):
             return self._build_module_from_kernel(X, n_inducing, seed, y, factory)
-        kernel_class, kernel_params = _KERNELS[self.kernel]
         signal_var = 1.0 if self.signal_std is None else (self.signal_std / self._y_scale) ** 2
-        kernel = kernel_class(
-            X.shape[1],
-            length_scale=self._check_length_scale(X.shape[1]),
-            variance=signal_var,
-            learn=self.learn_hyperparameters,
-            **kernel_params,
-            **factory,
-        )
+        kernel = self._string_kernel(X.shape[1], signal_var, factory)
         return self._finish_module(X, n_inducing, seed, y, kernel, self._noise_likelihood(factory), factory)
 
     def _noise_likelihood(self, factory):
@@ -485,17 +451,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
 
     def _finish_module(self, X, n_inducing, seed, y, kernel, likelihood, factory):
         """The SVGP of ``kernel``, Z initialised and q(u) at its optimum; the ModuleDict."""
-        gp = SVGP(
-            kernel,
-            n_inducing,
-            X.shape[1],
-            mean=self.prior_mean,
-            learn_inducing=self.learn_inducing,
-            learn_mean=self.learn_hyperparameters,
-            **factory,
-        )
+        gp = self._svgp(X, n_inducing, seed, kernel, factory, mean=self.prior_mean)
         with torch.no_grad():
-            gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
             if self.prior_mean == "constant":
                 gp.mean_constant.fill_(float(y.mean()))
             gp.set_optimal_q_(
@@ -513,86 +470,22 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
             )
         return X, column_or_1d(y, warn=True).astype(np.float64)
 
-    def _auto_batch_size(self, n_samples):
-        """``batch_size="auto"``: min(1024, n_samples), the size used for SVGP in Rossi 2022, chapter 6."""
-        return min(_AUTO_BATCH, n_samples)
+    _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "noise_std",
+                          "prior_mean", "normalize_y", "objective", "device", "dtype")
 
-    def _model_settings(self, n_features):
-        """What a warm start needs unchanged: the parameters that shape the fitted module."""
-        names = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "noise_std", "prior_mean",
-                 "normalize_y", "objective", "device", "dtype")
-        return (n_features, *(repr(getattr(self, name)) for name in names))
+    @property
+    def _signal_scale(self):
+        return self._y_scale
 
-    def _can_warm_start(self, n_features):
-        return (
-            self.warm_start
-            and hasattr(self, "module_")
-            and getattr(self, "_fitted_settings", None) == self._model_settings(n_features)
-        )
-
-    def _initialise(self, X, y):
-        """Device, dtype, y scaling, the module with q(u) at its optimum, and the optimiser.
-
-        Returns the standardised y.
-        """
-        init_seed, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
-        self.device_ = self._resolve_device()
-        # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.
-        self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
-        # Python floats, so that float32 predictions stay float32.
-        y_mean, y_scale = target_scaling(y[:, None], self.normalize_y)
-        self._y_mean, self._y_scale = float(y_mean[0]), float(y_scale[0])
-        y = (y - self._y_mean) / self._y_scale
-        self.n_inducing_ = min(self.n_inducing, X.shape[0])
-        self.module_ = self._build_module(X, self.n_inducing_, init_seed, y)
-        self._optimizer = self._make_optimizer()
-        self._fitted_settings = self._model_settings(X.shape[1])
-        self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
-        return y
-
-    def _continue(self, y):
-        """Warm start: keep the module and the y scaling, draw the seeds, start a new optimiser.
-
-        Returns y standardised as in the fit it continues.
-        """
-        _, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
-        self._optimizer = self._make_optimizer()
+    def _prepare_targets(self, y, reset):
+        """Standardised y; ``reset`` fits the scaling (Python floats, so that float32 predictions stay float32)."""
+        if reset:
+            y_mean, y_scale = target_scaling(y[:, None], self.normalize_y)
+            self._y_mean, self._y_scale = float(y_mean[0]), float(y_scale[0])
         return (y - self._y_mean) / self._y_scale
 
-    def _make_optimizer(self):
-        """Adam over everything, or Adam over all but q(u) chained with natural gradients for q(u)."""
-        gp = self.module_["gp"]
-        trainable = [p for p in self.module_.parameters() if p.requires_grad]
-        if self.variational_optimizer == "adam":
-            return torch.optim.Adam(trainable, lr=self.learning_rate_init)
-        variational = {id(gp.q_mean), id(gp.raw_q_scale_tril)}
-        others = [p for p in trainable if id(p) not in variational]
-        ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=self.ngd_step_size)
-        if not others:
-            return OptimizerChain(ngd)
-        return OptimizerChain(torch.optim.Adam(others, lr=self.learning_rate_init), ngd)
-
-    def _optimizer_for(self, n_data):
-        """The stored optimiser (rebuilt after unpickling), with the natural-gradient scale set to N."""
-        if getattr(self, "_optimizer", None) is None:
-            self._optimizer = self._make_optimizer()
-        for group in self._optimizer.param_groups:
-            if "loss_scale" in group:
-                group["loss_scale"] = float(n_data)  # loss = -objective / N
-        return self._optimizer
-
-    def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
-        """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
-
-        ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
-        """
-        return self._fit_loop(
-            lambda idx: minibatch_loss(self.module_, X_t[idx], y_t[idx], n_data, self.objective),
-            self._optimizer_for(n_data),
-            X_t.shape[0],
-            shuffle_seed=shuffle_seed,
-            **overrides,
-        )
+    def _minibatch_loss(self, x, y, n_data):
+        return minibatch_loss(self.module_, x, y, n_data, self.objective)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -675,7 +568,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         """
         first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
         X, y = self._validate_training_data(X, y, reset=first)
-        y = self._initialise(X, y) if first else (y - self._y_mean) / self._y_scale
+        y = self._initialise(X, y) if first else self._prepare_targets(y, reset=False)
         self.n_seen_ += X.shape[0]
         result = self._train(
             self._to_tensor(X),
@@ -691,36 +584,17 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimator
         self._set_fitted_hyperparameters()
         return self
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
-        return state
-
     def _set_fitted_hyperparameters(self):
-        gp, likelihood = self.module_["gp"], self.module_["likelihood"]
+        super()._set_fitted_hyperparameters()
         with torch.no_grad():
-            self.inducing_points_ = gp.inducing_points.cpu().numpy().copy()
-            self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
-            if not isinstance(self.kernel, str):
-                self.kernel_ = to_sklearn_kernel(gp.kernel, self.kernel)
-                self.length_scale_ = self.signal_std_ = None
-                return
-            self.__dict__.pop("kernel_", None)
-            self.length_scale_ = gp.kernel.length_scale.cpu().numpy().copy()
-            self.signal_std_ = float(gp.kernel.variance.sqrt()) * self._y_scale
+            self.noise_std_ = float(self.module_["likelihood"].noise_std[0]) * self._y_scale
 
     # --------------------------------------------------------------- prediction
     def _latent_marginals(self, X):
         """Mean and variance of q(f) at validated X, numpy, standardised units."""
         if _bsgp.is_sampled(self):
             return _bsgp.latent_marginals(self, X)
-        gp = self.module_["gp"]
-        with torch.no_grad():
-            chol_zz = gp.chol_zz()
-        # A = L_zz^-1 K_zx holds M values per row.
-        return self._predict_in_blocks(
-            X, lambda x, rows: gp.predict_f(x, chol_zz=chol_zz), row_size=gp.n_inducing
-        )
+        return super()._latent_marginals(X)
 
     def _joint(self, X):
         """Mean (n,) and covariance (n, n) of y at validated X, standardised units, tensors."""

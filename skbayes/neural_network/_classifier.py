@@ -4,22 +4,17 @@ import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d, validate_data
 
 from .._param_validation import _fit_context
+from .._uncertainty import ClassifierUncertaintyMixin
 from ..nn import CategoricalLikelihood
 from ._base import BaseBayesianMLP, method_streams, mlp_doc
 
 
-def _entropy(p):
-    """Entropy in nats along the last axis, with 0 log 0 = 0."""
-    return -torch.special.xlogy(p, p).sum(-1)
-
-
 @mlp_doc()
-class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
+class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron classifier.
 
     The same network, priors, inference methods and training loop as
@@ -224,52 +219,3 @@ class BayesianMLPClassifier(ClassifierMixin, BaseBayesianMLP):
         """Most probable class under :meth:`predict_proba`, shape (n_samples,)."""
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
-
-    def predict_uncertainty(self, X):
-        r"""Per-sample uncertainty measures of the Bayesian model average.
-
-        With p_t = softmax(f_t(x)) for T weight draws and \bar p their mean
-        (Gal 2016, section 3.3.1):
-
-        - ``predictive_entropy`` (total) = H[\bar p] = -sum_c \bar p_c log \bar p_c;
-        - ``expected_entropy`` (aleatoric) = (1/T) sum_t H[p_t];
-        - ``mutual_information`` (epistemic, BALD [Houlsby2011]_) =
-          predictive_entropy - expected_entropy >= 0;
-        - ``variation_ratio`` = 1 - max_c \bar p_c, the T -> infinity limit of
-          Freeman's variation ratio (eq. 3.19), which does not need sampled
-          labels.
-
-        %(parameters_X)s
-
-        Returns
-        -------
-        result : Bunch
-            ``proba`` of shape (n_samples, n_classes) and the four measures
-            above, each of shape (n_samples,), entropies in nats.
-        """
-
-        def measures(p):
-            mean = p.mean(0)
-            return mean, _entropy(mean), _entropy(p).mean(0)
-
-        proba, predictive_entropy, expected_entropy = self._probability_draws(X, measures)
-        out = Bunch(proba=proba, predictive_entropy=predictive_entropy, expected_entropy=expected_entropy)
-        # Clip round-off: the mutual information is >= 0 by Jensen's inequality.
-        out.mutual_information = np.maximum(out.predictive_entropy - out.expected_entropy, 0.0)
-        out.variation_ratio = 1.0 - out.proba.max(axis=1)
-        return out
-
-    def score_ood(self, X):
-        """Out-of-distribution score: the mutual information (epistemic part).
-
-        Higher means the weight draws disagree more about x, i.e. x is less
-        like the training data.
-
-        %(parameters_X)s
-
-        Returns
-        -------
-        score : ndarray of shape (n_samples,)
-            Mutual information in nats, in [0, log n_classes].
-        """
-        return self.predict_uncertainty(X).mutual_information

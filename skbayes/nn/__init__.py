@@ -54,7 +54,15 @@ from .layers import (
     gaussian_weight_draws,
     local_reparameterization,
 )
-from .likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
+from .likelihoods import (
+    BernoulliLikelihood,
+    BinaryLikelihood,
+    CategoricalLikelihood,
+    GaussianLikelihood,
+    RobustMaxLikelihood,
+    SoftmaxLikelihood,
+    gauss_hermite,
+)
 from .linalg import cholesky
 from .networks import (
     MLP,
@@ -91,6 +99,7 @@ __all__ = [
     "BayesianLayerStack",
     "BayesianMLP",
     "BernoulliLikelihood",
+    "BinaryLikelihood",
     "BoundedPositive",
     "CategoricalLikelihood",
     "ConstantKernel",
@@ -111,7 +120,9 @@ __all__ = [
     "ProductKernel",
     "RBFKernel",
     "RationalQuadratic",
+    "RobustMaxLikelihood",
     "RowMoments",
+    "SoftmaxLikelihood",
     "SquaredExponential",
     "StackedLinear",
     "SparseGPPriors",
@@ -128,6 +139,7 @@ __all__ = [
     "from_sklearn_kernel",
     "gamma_moment_update",
     "gaussian_log_prob",
+    "gauss_hermite",
     "gaussian_weight_draws",
     "half_integer_matern",
     "iblm_init",

@@ -6,6 +6,23 @@ Monte-Carlo draw). The Gaussian likelihood also owns its expectation under a
 Gaussian q(f), :meth:`GaussianLikelihood.expected_log_prob`, the data term of
 a sparse GP's evidence lower bound.
 
+The classification likelihoods of a variational GP classifier
+(:class:`BinaryLikelihood`, :class:`SoftmaxLikelihood`,
+:class:`RobustMaxLikelihood`; [Hensman2015c]_) share one protocol for the
+latent values f(x) of each row, independent Gaussians q(f) = N(mu, s^2):
+
+- ``expected_log_prob(y, f_mean, f_var)``: E_q(f)[log p(y | f)] per row, the
+  data term of the evidence lower bound (Rossi 2022, eq. 6.2);
+- ``predictive_proba(f_mean, f_var)``: the class probabilities
+  E_q(f)[p(y = c | f)], shape (n, n_classes);
+- ``conditional_proba(f)``: p(y = c | f) for draws of f, shape
+  (..., n, n_classes).
+
+One-dimensional expectations use Gauss-Hermite quadrature,
+int exp(-x^2) g(x) dx ~= sum_i w_i g(x_i), i.e. E_{N(mu, s^2)}[g(f)] ~=
+pi^{-1/2} sum_i w_i g(mu + sqrt(2) s x_i) ([Abramowitz1964]_, 25.4.46), with
+nodes and weights from :func:`numpy.polynomial.hermite.hermgauss`.
+
 References
 ----------
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
@@ -14,15 +31,72 @@ References
    for big data", UAI 2013.
 .. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
    Bayes", ICLR 2014 (Bernoulli decoder, appendix C.1).
+.. [Hensman2015c] J. Hensman, A. G. de G. Matthews and Z. Ghahramani,
+   "Scalable variational Gaussian process classification", AISTATS 2015.
+.. [Abramowitz1964] M. Abramowitz and I. A. Stegun, "Handbook of
+   mathematical functions", 1964, eq. 25.4.46 (Gauss-Hermite quadrature).
+.. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes for
+   machine learning", MIT Press, 2006, section 3.9 (eq. 3.80).
+.. [HernandezLobato2011] D. Hernandez-Lobato, J. M. Hernandez-Lobato and
+   P. Dupont, "Robust multi-class Gaussian process classification", NeurIPS
+   2011.
 """
 
+import math
+
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .functional import gaussian_log_prob, inverse_softplus
 
-__all__ = ["BernoulliLikelihood", "CategoricalLikelihood", "GaussianLikelihood"]
+__all__ = [
+    "BernoulliLikelihood",
+    "BinaryLikelihood",
+    "CategoricalLikelihood",
+    "GaussianLikelihood",
+    "RobustMaxLikelihood",
+    "SoftmaxLikelihood",
+    "gauss_hermite",
+]
+
+# Default number of Gauss-Hermite nodes of the one-dimensional expectations.
+N_QUADRATURE = 20
+
+
+def gauss_hermite(n_points, device=None, dtype=None):
+    r"""Nodes and weights for Gaussian expectations, E_{N(0, 1)}[g(z)] ~= sum_i w_i g(z_i).
+
+    The Gauss-Hermite rule of :func:`numpy.polynomial.hermite.hermgauss`
+    (weight exp(-x^2), [Abramowitz1964]_, eq. 25.4.46), rescaled to the
+    standard normal: z_i = sqrt(2) x_i, w_i = w^H_i / sqrt(pi). It is exact
+    for polynomials g of degree up to 2 n_points - 1.
+
+    Parameters
+    ----------
+    n_points : int
+        Number of nodes (>= 1).
+    device, dtype : optional
+        Of the returned tensors.
+
+    Returns
+    -------
+    nodes, weights : torch.Tensor of shape (n_points,)
+        The weights sum to 1.
+    """
+    x, w = np.polynomial.hermite.hermgauss(int(n_points))
+    factory = {"device": device, "dtype": dtype}
+    return torch.as_tensor(np.sqrt(2.0) * x, **factory), torch.as_tensor(w / np.sqrt(np.pi), **factory)
+
+
+def _quadrature(fn, f_mean, f_var, n_points):
+    """E_{N(f_mean, f_var)}[fn(f)] by Gauss-Hermite quadrature; fn maps (q, *shape) to (q, *shape[...])."""
+    nodes, weights = gauss_hermite(n_points, device=f_mean.device, dtype=f_mean.dtype)
+    shape = (-1,) + (1,) * f_mean.ndim
+    f = f_mean + f_var.clamp_min(0.0).sqrt() * nodes.reshape(shape)
+    values = fn(f)
+    return (weights.reshape((-1,) + (1,) * (values.ndim - 1)) * values).sum(0)
 
 
 class GaussianLikelihood(nn.Module):
@@ -172,3 +246,272 @@ class BernoulliLikelihood(nn.Module):
     def mean(f):
         """Success probabilities sigmoid(f)."""
         return torch.sigmoid(f)
+
+
+class BinaryLikelihood(nn.Module):
+    r"""Bernoulli likelihood of a binary class through a link function of one latent f.
+
+    p(y = 1 | f) = Phi(f) (``link="probit"``, the standard normal CDF) or
+    sigma(f) = 1 / (1 + e^-f) (``link="logit"``), and p(y = 0 | f) = 1 -
+    p(y = 1 | f), so that log p(y | f) = log link((2y - 1) f).
+
+    The expected log-likelihood E_{N(f | mu, s^2)}[log p(y | f)] is a
+    one-dimensional Gauss-Hermite quadrature ([Hensman2015c]_, section 3;
+    Rossi 2022, eq. 6.13). The predictive probability is in closed form for
+    the probit link ([RW2006]_, eq. 3.80; Rossi 2022, eq. 6.14),
+
+    .. math::
+
+        \int \Phi(f)\, \mathcal N(f \mid \mu, s^2)\, df
+        = \Phi\!\left(\frac{\mu}{\sqrt{1 + s^2}}\right),
+
+    and by quadrature for the logit link.
+
+    Parameters
+    ----------
+    link : {"probit", "logit"}, default="probit"
+    n_quadrature : int, default=20
+        Gauss-Hermite nodes of the expectations.
+
+    Raises
+    ------
+    ValueError
+        If ``link`` is not ``"probit"`` or ``"logit"``.
+    """
+
+    n_classes = 2
+
+    def __init__(self, link="probit", n_quadrature=N_QUADRATURE):
+        super().__init__()
+        if link not in ("probit", "logit"):
+            raise ValueError(f"link must be 'probit' or 'logit'; got {link!r}.")
+        self.link = link
+        self.n_quadrature = int(n_quadrature)
+
+    def _log_link(self, f):
+        return torch.special.log_ndtr(f) if self.link == "probit" else F.logsigmoid(f)
+
+    def log_prob(self, y, f):
+        """log p(y | f) of each row.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Labels 0 or 1 (any dtype).
+        f : torch.Tensor of shape (..., n)
+            Latent values.
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (..., n)
+            In nats.
+        """
+        return self._log_link((2.0 * y.to(f.dtype) - 1.0) * f)
+
+    def expected_log_prob(self, y, f_mean, f_var):
+        """E_{N(f | f_mean, f_var)}[log p(y | f)] of each row, by Gauss-Hermite quadrature.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Labels 0 or 1.
+        f_mean, f_var : torch.Tensor of shape (n,)
+            Mean and variance (>= 0) of q(f).
+
+        Returns
+        -------
+        expected_log_prob : torch.Tensor of shape (n,)
+            In nats.
+        """
+        return _quadrature(lambda f: self.log_prob(y, f), f_mean, f_var, self.n_quadrature)
+
+    def predictive_proba(self, f_mean, f_var):
+        """Class probabilities E_q[p(y | f)], closed form (probit) or quadrature (logit).
+
+        Parameters
+        ----------
+        f_mean, f_var : torch.Tensor of shape (n,)
+
+        Returns
+        -------
+        proba : torch.Tensor of shape (n, 2)
+            Columns p(y = 0), p(y = 1).
+        """
+        if self.link == "probit":
+            p1 = torch.special.ndtr(f_mean / torch.sqrt(1.0 + f_var.clamp_min(0.0)))
+        else:
+            p1 = _quadrature(torch.sigmoid, f_mean, f_var, self.n_quadrature)
+        return torch.stack([1.0 - p1, p1], dim=-1)
+
+    def conditional_proba(self, f):
+        """p(y | f) for draws of f: shape (..., n) -> (..., n, 2)."""
+        p1 = torch.special.ndtr(f) if self.link == "probit" else torch.sigmoid(f)
+        return torch.stack([1.0 - p1, p1], dim=-1)
+
+
+class SoftmaxLikelihood(nn.Module):
+    r"""Categorical likelihood with a softmax link over C latent functions.
+
+    p(y = c | f) = softmax(f)_c, so log p(y | f) = f_y - logsumexp(f). Its
+    expectation under independent Gaussians q(f_c) = N(mu_c, s_c^2) has no
+    closed form; as E_q[f_y] = mu_y, only the log-sum-exp is estimated, by
+    Monte Carlo with reparameterised draws f = mu + s * eps
+    ([Hensman2015c]_, section 4, uses the same unbiased estimator of the
+    whole term):
+
+    .. math::
+
+        \mathbb E_q[\log p(y \mid f)] \approx \mu_y
+        - \frac1T \sum_{t=1}^T \operatorname{logsumexp}(\mu + s \odot \epsilon_t).
+
+    Parameters
+    ----------
+    n_mc : int, default=8
+        Number T of draws per row in :meth:`expected_log_prob`.
+    """
+
+    def __init__(self, n_mc=8):
+        super().__init__()
+        self.n_mc = int(n_mc)
+
+    def log_prob(self, y, f):
+        """log softmax(f)_y of each row; y of shape (n,), f of shape (..., n, C)."""
+        index = y.long().reshape(-1, 1).expand(*f.shape[:-1], 1)
+        return torch.log_softmax(f, dim=-1).gather(-1, index).squeeze(-1)
+
+    def expected_log_prob(self, y, f_mean, f_var, generator=None):
+        """Unbiased Monte-Carlo estimate of E_q[log p(y | f)] of each row.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Class indices 0..C-1.
+        f_mean, f_var : torch.Tensor of shape (n, C)
+            Mean and variance of q(f), independent across classes.
+        generator : torch.Generator, optional
+            Of the draws (on the device of ``f_mean``).
+
+        Returns
+        -------
+        expected_log_prob : torch.Tensor of shape (n,)
+            In nats; differentiable in f_mean and f_var.
+        """
+        eps = torch.randn(
+            (self.n_mc, *f_mean.shape), generator=generator, device=f_mean.device, dtype=f_mean.dtype
+        )
+        f = f_mean + f_var.clamp_min(0.0).sqrt() * eps
+        mean_y = f_mean.gather(-1, y.long().reshape(-1, 1)).squeeze(-1)
+        return mean_y - torch.logsumexp(f, dim=-1).mean(0)
+
+    def predictive_proba(self, f_mean, f_var, eps):
+        """Monte-Carlo class probabilities (1/T) sum_t softmax(mu + s * eps_t).
+
+        Parameters
+        ----------
+        f_mean, f_var : torch.Tensor of shape (n, C)
+        eps : torch.Tensor of shape (T, C) or (T, n, C)
+            Standard normal draws; shape (T, C) shares them across the rows
+            (common random numbers: a row's result does not depend on the
+            other rows).
+
+        Returns
+        -------
+        proba : torch.Tensor of shape (n, C)
+        """
+        if eps.ndim == 2:
+            eps = eps[:, None, :]
+        return torch.softmax(f_mean + f_var.clamp_min(0.0).sqrt() * eps, dim=-1).mean(0)
+
+    def conditional_proba(self, f):
+        """softmax(f) for draws of f: shape (..., n, C)."""
+        return torch.softmax(f, dim=-1)
+
+
+class RobustMaxLikelihood(nn.Module):
+    r"""Robust-max likelihood: the class of the largest latent, mislabelled with probability epsilon.
+
+    p(y = c | f) = 1 - epsilon if c = argmax_k f_k, else epsilon / (C - 1)
+    ([HernandezLobato2011]_; [Hensman2015c]_, section 4, as in GPflow's
+    ``RobustMax``). With P_c = Pr_q[f_c = max_k f_k] for independent q(f_k)
+    = N(mu_k, s_k^2),
+
+    .. math::
+
+        P_c = \int \mathcal N(f_c \mid \mu_c, s_c^2)
+              \prod_{k \ne c} \Phi\!\left(\frac{f_c - \mu_k}{s_k}\right) df_c,
+
+    a one-dimensional integral done by Gauss-Hermite quadrature over f_c,
+    and then exactly
+
+    .. math::
+
+        \mathbb E_q[\log p(y \mid f)] = P_y \log(1 - \epsilon)
+            + (1 - P_y) \log\frac{\epsilon}{C - 1}, \qquad
+        p(y = c) = (1 - \epsilon) P_c + \frac{\epsilon}{C - 1} (1 - P_c).
+
+    Parameters
+    ----------
+    n_classes : int
+        C >= 2.
+    epsilon : float, default=1e-3
+        Mislabelling probability, in (0, 1); fixed (GPflow's default).
+    n_quadrature : int, default=20
+        Gauss-Hermite nodes.
+
+    Raises
+    ------
+    ValueError
+        If ``n_classes < 2`` or ``epsilon`` is not in (0, 1).
+    """
+
+    def __init__(self, n_classes, epsilon=1e-3, n_quadrature=N_QUADRATURE):
+        super().__init__()
+        if n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2; got {n_classes!r}.")
+        if not 0.0 < epsilon < 1.0:
+            raise ValueError(f"epsilon must be in (0, 1); got {epsilon!r}.")
+        self.n_classes = int(n_classes)
+        self.epsilon = float(epsilon)
+        self.n_quadrature = int(n_quadrature)
+
+    def _wrong(self):
+        return self.epsilon / (self.n_classes - 1)
+
+    def prob_max(self, f_mean, f_var):
+        """P_c = Pr_q[f_c is the largest], shape (n, C), by quadrature over f_c."""
+        nodes, weights = gauss_hermite(self.n_quadrature, device=f_mean.device, dtype=f_mean.dtype)
+        std = f_var.clamp_min(1e-12).sqrt()  # (n, C)
+        f_c = f_mean[None] + std[None] * nodes[:, None, None]  # (Q, n, C): node q for class c
+        # log Phi((f_c - mu_k) / s_k) for every pair (c, k): (Q, n, C, C)
+        log_cdf = torch.special.log_ndtr((f_c[..., :, None] - f_mean[None, :, None, :]) / std[None, :, None, :])
+        eye = torch.eye(self.n_classes, dtype=torch.bool, device=f_mean.device)
+        log_cdf = log_cdf.masked_fill(eye, 0.0)  # the product runs over k != c
+        return (weights[:, None, None] * log_cdf.sum(-1).exp()).sum(0).clamp(0.0, 1.0)
+
+    def log_prob(self, y, f):
+        """log p(y | f) of each row; y of shape (n,), f of shape (..., n, C)."""
+        hit = f.argmax(-1) == y.long()
+        return torch.where(hit, math.log1p(-self.epsilon), math.log(self._wrong()))
+
+    def expected_log_prob(self, y, f_mean, f_var):
+        """E_q[log p(y | f)] of each row (exact up to the quadrature), shape (n,).
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Class indices.
+        f_mean, f_var : torch.Tensor of shape (n, C)
+        """
+        p_y = self.prob_max(f_mean, f_var).gather(-1, y.long().reshape(-1, 1)).squeeze(-1)
+        return p_y * math.log1p(-self.epsilon) + (1.0 - p_y) * math.log(self._wrong())
+
+    def predictive_proba(self, f_mean, f_var):
+        """Class probabilities (1 - eps) P_c + eps / (C - 1) (1 - P_c), shape (n, C)."""
+        p = self.prob_max(f_mean, f_var)
+        p = p / p.sum(-1, keepdim=True)  # remove the quadrature error from the normalisation
+        return (1.0 - self.epsilon) * p + self._wrong() * (1.0 - p)
+
+    def conditional_proba(self, f):
+        """p(y = c | f) for draws of f: shape (..., n, C)."""
+        hit = F.one_hot(f.argmax(-1), self.n_classes).to(f.dtype)
+        return (1.0 - self.epsilon) * hit + self._wrong() * (1.0 - hit)

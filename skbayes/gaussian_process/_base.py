@@ -1,0 +1,210 @@
+"""The parts shared by the sparse variational GP estimators.
+
+:class:`BaseSparseGP` holds what :class:`~skbayes.SparseGPRegressor` and
+:class:`~skbayes.SparseGPClassifier` do alike: the kernel (a string name or
+a scikit-learn kernel object translated by
+:func:`skbayes.nn.kernels.from_sklearn_kernel`), the inducing-point
+initialisation, the warm-start bookkeeping, the optimiser (Adam, or Adam
+chained with natural-gradient steps for q(u)), the training run through the
+one shared loop (``TorchEstimatorMixin._fit_loop``), the fitted
+hyperparameters (``inducing_points_``, ``kernel_``, ``length_scale_``,
+``signal_std_``) and the latent marginals q(f(x)) at prediction time.
+"""
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.utils import check_random_state
+
+from ..base import TorchEstimatorMixin
+from ..nn import SVGP, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel
+from ..nn.kernels import to_sklearn_kernel
+
+# Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
+_AUTO_BATCH = 1024
+KERNELS = {
+    "rbf": (RBFKernel, {}),
+    "matern12": (MaternKernel, {"nu": 0.5}),
+    "matern32": (MaternKernel, {"nu": 1.5}),
+    "matern52": (MaternKernel, {"nu": 2.5}),
+}
+
+
+class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
+    """Kernel, inducing points, optimiser, training run and fitted kernel of an SVGP estimator.
+
+    Subclasses provide:
+
+    - ``_warm_start_params``: the names of the parameters that shape the
+      fitted module (a warm start needs them unchanged);
+    - ``_prepare_targets(y, reset)``: the targets as the model sees them
+      (``reset=True`` at initialisation, where it may fit a scaling);
+    - ``_build_module(X, n_inducing, seed, y)``: the ``torch.nn.ModuleDict``
+      holding the ``"gp"`` (:class:`skbayes.nn.SVGP`) and its likelihood;
+    - ``_minibatch_loss(x, y, n_data)``: the per-datum negative objective of
+      one minibatch;
+    - ``_signal_scale``: the factor from the model's units of f to the
+      user's (the y scale of a regressor, 1 for a classifier).
+    """
+
+    _warm_start_params = ()
+    _signal_scale = 1.0
+
+    # ------------------------------------------------------------ model parts
+    def _check_length_scale(self, n_features):
+        length_scale = np.asarray(self.length_scale, dtype=np.float64)
+        if length_scale.ndim > 1 or (length_scale.ndim == 1 and len(length_scale) != n_features):
+            raise ValueError(
+                f"length_scale must be a float or hold one value per feature; got shape "
+                f"{length_scale.shape} for X with {n_features} features."
+            )
+        if not np.all(np.isfinite(length_scale) & (length_scale > 0)):
+            raise ValueError(f"length_scale must be finite and > 0; got {self.length_scale!r}.")
+        return np.broadcast_to(length_scale, (n_features,)).copy()
+
+    def _string_kernel(self, n_features, signal_var, factory):
+        """The kernel module named by the string ``kernel`` (ARD length-scales, signal variance)."""
+        kernel_class, kernel_params = KERNELS[self.kernel]
+        return kernel_class(
+            n_features,
+            length_scale=self._check_length_scale(n_features),
+            variance=signal_var,
+            learn=self.learn_hyperparameters,
+            **kernel_params,
+            **factory,
+        )
+
+    def _initial_inducing_points(self, X, n_inducing, seed):
+        if n_inducing >= X.shape[0]:
+            return X
+        if self.inducing_init == "random":
+            return X[np.random.RandomState(seed).choice(X.shape[0], n_inducing, replace=False)]
+        kmeans = MiniBatchKMeans(n_clusters=n_inducing, n_init=1, random_state=seed)
+        return kmeans.fit(X).cluster_centers_
+
+    def _svgp(self, X, n_inducing, seed, kernel, factory, *, mean, n_latent=None):
+        """The SVGP of ``kernel`` with Z initialised (k-means or random rows of X); q(u) is the prior."""
+        gp = SVGP(
+            kernel,
+            n_inducing,
+            X.shape[1],
+            n_latent=n_latent,
+            mean=mean,
+            learn_inducing=self.learn_inducing,
+            learn_mean=self.learn_hyperparameters,
+            **factory,
+        )
+        with torch.no_grad():
+            gp.inducing_points.copy_(self._to_tensor(self._initial_inducing_points(X, n_inducing, seed)))
+        return gp
+
+    def _auto_batch_size(self, n_samples):
+        """``batch_size="auto"``: min(1024, n_samples), the size used for SVGP in Rossi 2022, chapter 6."""
+        return min(_AUTO_BATCH, n_samples)
+
+    # ------------------------------------------------------- initialisation
+    def _model_settings(self, n_features):
+        """What a warm start needs unchanged: the parameters that shape the fitted module."""
+        return (n_features, *(repr(getattr(self, name)) for name in self._warm_start_params))
+
+    def _can_warm_start(self, n_features):
+        return (
+            self.warm_start
+            and hasattr(self, "module_")
+            and getattr(self, "_fitted_settings", None) == self._model_settings(n_features)
+        )
+
+    def _initialise(self, X, y):
+        """Device, dtype, targets, the module and the optimiser.
+
+        Returns the targets as the model sees them (``_prepare_targets``).
+        """
+        init_seed, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
+        self.device_ = self._resolve_device()
+        # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.
+        self.dtype_ = str(self._resolve_dtype(np.float64, self.device_)).removeprefix("torch.")
+        y = self._prepare_targets(y, reset=True)
+        self.n_inducing_ = min(self.n_inducing, X.shape[0])
+        self.module_ = self._build_module(X, self.n_inducing_, init_seed, y)
+        self._optimizer = self._make_optimizer()
+        self._fitted_settings = self._model_settings(X.shape[1])
+        self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
+        return y
+
+    def _continue(self, y):
+        """Warm start: keep the module (and any target scaling), draw the seeds, start a new optimiser.
+
+        Returns the targets as in the fit it continues.
+        """
+        _, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
+        self._optimizer = self._make_optimizer()
+        return self._prepare_targets(y, reset=False)
+
+    # ------------------------------------------------------------ training
+    def _make_optimizer(self):
+        """Adam over everything, or Adam over all but q(u) chained with natural gradients for q(u)."""
+        gp = self.module_["gp"]
+        trainable = [p for p in self.module_.parameters() if p.requires_grad]
+        if self.variational_optimizer == "adam":
+            return torch.optim.Adam(trainable, lr=self.learning_rate_init)
+        variational = {id(gp.q_mean), id(gp.raw_q_scale_tril)}
+        others = [p for p in trainable if id(p) not in variational]
+        ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=self.ngd_step_size)
+        if not others:
+            return OptimizerChain(ngd)
+        return OptimizerChain(torch.optim.Adam(others, lr=self.learning_rate_init), ngd)
+
+    def _optimizer_for(self, n_data):
+        """The stored optimiser (rebuilt after unpickling), with the natural-gradient scale set to N."""
+        if getattr(self, "_optimizer", None) is None:
+            self._optimizer = self._make_optimizer()
+        for group in self._optimizer.param_groups:
+            if "loss_scale" in group:
+                group["loss_scale"] = float(n_data)  # loss = -objective / N
+        return self._optimizer
+
+    def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
+        """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
+
+        ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
+        """
+        return self._fit_loop(
+            lambda idx: self._minibatch_loss(X_t[idx], y_t[idx], n_data),
+            self._optimizer_for(n_data),
+            X_t.shape[0],
+            shuffle_seed=shuffle_seed,
+            **overrides,
+        )
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
+        return state
+
+    def _set_fitted_hyperparameters(self):
+        """``inducing_points_``, and ``kernel_`` (kernel object) or ``length_scale_`` and ``signal_std_``."""
+        gp = self.module_["gp"]
+        with torch.no_grad():
+            self.inducing_points_ = gp.inducing_points.cpu().numpy().copy()
+            if not isinstance(self.kernel, str):
+                self.kernel_ = to_sklearn_kernel(gp.kernel, self.kernel)
+                self.length_scale_ = self.signal_std_ = None
+                return
+            self.__dict__.pop("kernel_", None)
+            self.length_scale_ = gp.kernel.length_scale.cpu().numpy().copy()
+            self.signal_std_ = float(gp.kernel.variance.sqrt()) * self._signal_scale
+
+    # ---------------------------------------------------------- prediction
+    def _latent_marginals(self, X):
+        """Mean and variance of q(f) at validated X, numpy, in the model's units.
+
+        Shapes (n,) for one latent function, (n, L) for L of them.
+        """
+        gp = self.module_["gp"]
+        with torch.no_grad():
+            chol_zz = gp.chol_zz()
+        # A = L_zz^-1 K_zx holds M values per row (and L_v^T A, L M of them, with L latents).
+        return self._predict_in_blocks(
+            X, lambda x, rows: gp.predict_f(x, chol_zz=chol_zz), row_size=gp.n_inducing * (gp.n_latent or 1)
+        )
