@@ -190,3 +190,34 @@ def test_grid_search_over_kernels_and_pickle():
     np.testing.assert_array_equal(restored.predict(X[:5]), search.best_estimator_.predict(X[:5]))
     if hasattr(search.best_estimator_, "kernel_"):
         assert repr(restored.kernel_) == repr(search.best_estimator_.kernel_)
+
+
+@pytest.mark.parametrize("name, sk_class", [("rbf", RBF), ("matern32", Matern)])
+def test_string_kernel_has_a_kernel_for_the_exact_gp(name, sk_class):
+    """kernel_ of a string kernel, handed to GaussianProcessRegressor(optimizer=None), is the same GP.
+
+    With Z = X and q(u) at its closed-form optimum the sparse GP is the exact GP with its fitted
+    hyperparameters, so sklearn's independent implementation must predict the same.
+    """
+    rng = np.random.RandomState(1)
+    X = rng.uniform(-2, 2, size=(80, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(80) + 3.0
+    model = SparseGPRegressor(
+        kernel=name, n_inducing=80, learn_inducing=False, prior_mean="zero", max_iter=60, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    kernel = model.kernel_
+    assert isinstance(kernel.k1.k2, sk_class) and isinstance(kernel.k2, WhiteKernel)
+    assert kernel.k1.k2.length_scale.shape == (2,)
+    np.testing.assert_allclose(kernel.k1.k2.length_scale, model.length_scale_, rtol=1e-12)
+    gpr = GaussianProcessRegressor(kernel=kernel, optimizer=None, normalize_y=True).fit(X, y)
+    X_test = rng.uniform(-3, 3, size=(30, 2))
+    mean, std = model.predict(X_test, return_std=True)
+    mean_ref, std_ref = gpr.predict(X_test, return_std=True)
+    # Agreement to the Cholesky jitter of K_zz (1e-6 of its diagonal, against a noise variance of
+    # ~1e-2 standardised): ~1e-3 relative. Wrong units (the kernel in y's units, not standardised
+    # ones) or hyperparameters would be off by far more.
+    np.testing.assert_allclose(mean, mean_ref, atol=5e-3 * y.std())
+    np.testing.assert_allclose(std, std_ref, rtol=2e-3)

@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 
 from ..base import TorchEstimatorMixin
 from ..nn import SVGP, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel
-from ..nn.kernels import to_sklearn_kernel
+from ..nn.kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
 
 # Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024
@@ -191,9 +191,13 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
                 self.kernel_ = to_sklearn_kernel(gp.kernel, self.kernel)
                 self.length_scale_ = self.signal_std_ = None
                 return
-            self.__dict__.pop("kernel_", None)
+            self.kernel_ = self._string_kernel_as_sklearn(gp.kernel)
             self.length_scale_ = gp.kernel.length_scale.cpu().numpy().copy()
             self.signal_std_ = float(gp.kernel.variance.sqrt()) * self._signal_scale
+
+    def _string_kernel_as_sklearn(self, module):
+        """``kernel_`` for a string kernel: ConstantKernel * RBF / Matern in the model's units."""
+        return stationary_to_sklearn_kernel(module)
 
     # ---------------------------------------------------------- prediction
     def _latent_marginals(self, X):

@@ -251,10 +251,17 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     n_inducing_ : int
         Number of inducing points used, ``min(n_inducing, n_samples)``.
     kernel_ : sklearn kernel
-        Only when ``kernel`` is a kernel object: a kernel of the same
-        structure with the fitted hyperparameter values (units of X and y,
-        the ``WhiteKernel`` holding the fitted noise variance), so that
-        ``print(model.kernel_)`` reads as for ``GaussianProcessRegressor``.
+        With a kernel object: a kernel of the same structure with the
+        fitted hyperparameter values (units of X and y, the ``WhiteKernel``
+        holding the fitted noise variance), so that ``print(model.kernel_)``
+        reads as for ``GaussianProcessRegressor``. With a string kernel:
+        ``ConstantKernel(s^2) * RBF(l) + WhiteKernel(sigma^2)`` (``Matern``
+        for the Matérn strings) with the fitted values, in the units the
+        model works in (standardised y with ``normalize_y``, as
+        ``GaussianProcessRegressor``'s ``kernel_``), so that
+        ``GaussianProcessRegressor(kernel=model.kernel_, optimizer=None)``
+        is the exact GP with the fitted hyperparameters. Absent after a fit
+        with a sampling ``inference`` (the hyperparameters are a mixture).
     length_scale_ : ndarray of shape (n_features,) or None
         Fitted length-scales, in the units of X (None with a kernel object).
     signal_std_ : float or None
@@ -476,6 +483,11 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     @property
     def _signal_scale(self):
         return self._y_scale
+
+    def _string_kernel_as_sklearn(self, module):
+        """ConstantKernel * RBF / Matern + WhiteKernel(noise variance), in the model's (standardised) units."""
+        noise_var = float(self.module_["likelihood"].noise_std[0]) ** 2
+        return super()._string_kernel_as_sklearn(module) + WhiteKernel(noise_var)
 
     def _prepare_targets(self, y, reset):
         """Standardised y; ``reset`` fits the scaling (Python floats, so that float32 predictions stay float32)."""

@@ -175,8 +175,10 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     n_inducing_ : int
         ``min(n_inducing, n_samples)``.
     kernel_ : sklearn kernel
-        Only when ``kernel`` is a kernel object: the same structure with the
-        fitted hyperparameter values.
+        With a kernel object: the same structure with the fitted
+        hyperparameter values. With a string kernel:
+        ``ConstantKernel(s^2) * RBF(l)`` (``Matern`` for the Matérn
+        strings) with the fitted values.
     length_scale_ : ndarray of shape (n_features,) or None
         Fitted length-scales (None with a kernel object).
     signal_std_ : float or None

@@ -44,6 +44,7 @@ from .kernels import (
     WhiteNoise,
     from_sklearn_kernel,
     half_integer_matern,
+    stationary_to_sklearn_kernel,
     to_sklearn_kernel,
 )
 from .layers import (
@@ -154,6 +155,7 @@ __all__ = [
     "relu_moments",
     "scale_tril_from_raw",
     "split_rhat",
+    "stationary_to_sklearn_kernel",
     "to_sklearn_kernel",
     "uniform_init",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "WhiteNoise",
     "from_sklearn_kernel",
     "half_integer_matern",
+    "stationary_to_sklearn_kernel",
     "to_sklearn_kernel",
 ]
 
@@ -553,3 +554,38 @@ def to_sklearn_kernel(module, kernel):
     if isinstance(module, SumKernel):
         return type(kernel)(to_sklearn_kernel(module.k1, kernel.k1), to_sklearn_kernel(module.k2, kernel.k2))
     return clone(kernel).set_params(**module.sklearn_params())
+
+
+def stationary_to_sklearn_kernel(module):
+    """The scikit-learn kernel equal to an :class:`RBFKernel` or :class:`MaternKernel`.
+
+    ``ConstantKernel(s^2) * RBF(l)`` or ``ConstantKernel(s^2) * Matern(l, nu)``
+    with the module's current signal variance s^2 and per-feature
+    length-scales l, so that the two compute the same covariance
+    ([RW2006]_, eqs. 4.9 and 4.14).
+
+    Parameters
+    ----------
+    module : RBFKernel or MaternKernel
+
+    Returns
+    -------
+    kernel : sklearn.gaussian_process.kernels.Product
+
+    Raises
+    ------
+    TypeError
+        For any other module.
+    """
+    from sklearn.gaussian_process import kernels
+
+    if not isinstance(module, (RBFKernel, MaternKernel)):
+        raise TypeError(f"Expected an RBFKernel or a MaternKernel; got {type(module).__name__}.")
+    with torch.no_grad():
+        length_scale = module.length_scale.detach().cpu().double().numpy().copy()
+        variance = float(module.variance)
+    if isinstance(module, MaternKernel):
+        stationary = kernels.Matern(length_scale=length_scale, nu=module.nu)
+    else:
+        stationary = kernels.RBF(length_scale=length_scale)
+    return kernels.ConstantKernel(variance) * stationary
