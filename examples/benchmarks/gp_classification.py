@@ -15,6 +15,9 @@ not favour one method):
                   ``sqrt(n_features)``, k-means inducing points, probit for two
                   classes and softmax for more, Adam, batch_size="auto" =
                   min(1024, N), float64 on the CPU).
+``skbayes_same_kernel``  the same, with ``kernel=1.0 * RBF(sqrt(n_features))``,
+                  the scikit-learn kernel object of the ``sklearn_gpc`` row
+                  (one isotropic length-scale instead of one per feature).
 ``sklearn_gpc``   ``GaussianProcessClassifier(1.0 * RBF(sqrt(n_features)))``,
                   the Laplace approximation with the logit link, one L-BFGS
                   run (no restarts); for more than two classes one-vs-rest,
@@ -112,7 +115,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sparse_gp_benchmark import git_commit, loadavg, peak_rss_mb, skbayes_init_seed, write_atomic  # noqa: E402
 
 DATASETS = ("breast_cancer", "digits", "moons")
-METHODS = ("skbayes", "sklearn_gpc", "gpytorch_svgp")
+METHODS = ("skbayes", "skbayes_same_kernel", "sklearn_gpc", "gpytorch_svgp")
 LARGE_FEATURES, LARGE_TEST_ROWS = 8, 10_000
 AUTO_BATCH = 1024  # SparseGPClassifier's batch_size="auto" is min(1024, N)
 
@@ -177,9 +180,12 @@ def scores(y_test, proba, classes):
             "accuracy": float(accuracy_score(y_test, classes[np.argmax(proba, axis=1)]))}
 
 
-def fit_skbayes(X_train, y_train, X_test, y_test, n_inducing, seed, max_iter):
-    model = SparseGPClassifier(n_inducing=n_inducing, length_scale=np.sqrt(X_train.shape[1]),
-                               max_iter=max_iter, random_state=seed)
+def fit_skbayes(X_train, y_train, X_test, y_test, n_inducing, seed, max_iter, same_kernel=False):
+    if same_kernel:  # scikit-learn's kernel object, the same expression as the sklearn_gpc row
+        kernel = {"kernel": 1.0 * RBF(np.sqrt(X_train.shape[1]))}
+    else:
+        kernel = {"length_scale": np.sqrt(X_train.shape[1])}
+    model = SparseGPClassifier(n_inducing=n_inducing, max_iter=max_iter, random_state=seed, **kernel)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         start = time.perf_counter()
@@ -264,7 +270,8 @@ def fmt(agg, key, digits=3):
 
 
 LABELS = {
-    "skbayes": "skbayes SparseGPClassifier, M={m}",
+    "skbayes": "skbayes SparseGPClassifier, RBF-ARD, M={m}",
+    "skbayes_same_kernel": "skbayes SparseGPClassifier, kernel=1.0 * RBF(sqrt(d)) as sklearn's, M={m}",
     "sklearn_gpc": "sklearn GaussianProcessClassifier (Laplace; one-vs-rest for >2 classes)",
     "gpytorch_svgp": "GPyTorch SVGP + BernoulliLikelihood, M={m}, same wall time",
 }
@@ -399,8 +406,9 @@ def run_small(args, report, save):
             shift = split % len(order)
             order = order[shift:] + order[:shift] + [m for m in methods if m == "gpytorch_svgp"]
             for method in order:
-                if method == "skbayes":
-                    res = fit_skbayes(X_train, y_train, X_test, y_test, args.n_inducing, split, args.max_iter)
+                if method in ("skbayes", "skbayes_same_kernel"):
+                    res = fit_skbayes(X_train, y_train, X_test, y_test, args.n_inducing, split, args.max_iter,
+                                      same_kernel=method == "skbayes_same_kernel")
                 elif method == "sklearn_gpc":
                     res = fit_sklearn(X_train, y_train, X_test, y_test, split)
                 else:
