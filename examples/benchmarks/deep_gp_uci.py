@@ -104,6 +104,8 @@ def parse_args(argv=None):
     )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), help="UCI datasets (default: %(default)s).")
     parser.add_argument("--splits", type=int, default=1, help="Use the first N fixed splits (default: 1).")
+    parser.add_argument("--first-split", type=int, default=0,
+                        help="Index of the first split used (default: 0); with --splits N, splits first..first+N-1.")
     parser.add_argument("--n-inducing", type=int, default=100, help="Inducing points M per layer (default: 100).")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--max-iter", type=int, default=100, help="Epochs per fit, exactly (default: 100).")
@@ -112,7 +114,9 @@ def parse_args(argv=None):
     parser.add_argument("--data-home", default=None, help="Folder holding uci/ (default: SKBAYES_DATA_HOME).")
     parser.add_argument("--tag", default=None, help="Results file name deep_gp_<tag>.* (default: a timestamp).")
     parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
-    parser.add_argument("--render", default=None, help="Only re-render the Markdown of this results JSON.")
+    parser.add_argument("--render", nargs="+", default=None,
+                        help="Only re-render: the Markdown of this results JSON, or, with several JSONs and --tag, "
+                             "one table of their splits merged (written as deep_gp_<tag>.json/.md).")
     args = parser.parse_args(argv)
     for name in ("splits", "n_inducing", "max_iter", "n_mc_predict", "threads"):
         value = getattr(args, name)
@@ -188,19 +192,21 @@ def fmt(agg, key, digits=3):
 def markdown(report):
     s, env = report["settings"], report["environment"]
     lines = [
-        f"# Deep GP vs sparse GP on UCI ({s['max_iter']} epochs, M={s['n_inducing']} per layer)",
+        f"# Deep GP vs sparse GP on UCI (M={s['n_inducing']} per layer)",
         "",
         "Test LL (nats per point, mixture density for the deep GPs) and RMSE in the units of y; "
-        "mean ± standard error over splits. Fixed budget: every fit runs exactly the same number of epochs "
-        "(batch 1024, Adam 0.01).",
+        "mean ± standard error over splits. Fixed budget: every fit of a dataset runs exactly the same number of epochs "
+        "(batch 1024, Adam 0.01) per dataset: the epochs column.",
         "",
-        "| dataset | method | splits | test LL | RMSE | noise std | fit s | predict s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| dataset | method | splits | epochs | test LL | RMSE | noise std | fit s | predict s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, methods in report["aggregates"].items():
         for method, agg in methods.items():
+            epochs = sorted({r["n_iter"] for r in report["splits"][name][method]})
+            epochs = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
             lines.append(
-                f"| {name} | {LABELS.get(method, method)} | {agg['n_splits']} | {fmt(agg, 'test_ll')} | "
+                f"| {name} | {LABELS.get(method, method)} | {agg['n_splits']} | {epochs} | {fmt(agg, 'test_ll')} | "
                 f"{fmt(agg, 'rmse')} | {fmt(agg, 'noise_std')} | {fmt(agg, 'fit_time_s', 1)} | "
                 f"{fmt(agg, 'predict_time_s', 1)} |"
             )
@@ -210,9 +216,33 @@ def markdown(report):
         f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end; git commit "
         f"{env['git_commit']}; complete: {report['complete']}.",
     ]
+    for run in report.get("runs", [])[1:]:
+        e = run["environment"]
+        lines.append(f"Merged run: git commit {e['git_commit']}, load average {e['loadavg_start']} at start, "
+                     f"{e.get('loadavg_end')} at end; complete: {run['complete']}.")
+    if report.get("merged_from"):
+        lines.append(f"Merged from: {', '.join(report['merged_from'])}.")
     if report["skipped"]:
         lines.append(f"Skipped: {', '.join(report['skipped'])}.")
     return "\n".join(lines) + "\n"
+
+
+def merge_reports(reports):
+    """One report holding the split rows of several runs (e.g. different --first-split), aggregates recomputed."""
+    merged = json.loads(json.dumps(reports[0]))
+    merged["runs"] = [{"settings": r["settings"], "environment": r["environment"], "complete": r["complete"]}
+                      for r in reports]
+    for other in reports[1:]:
+        for name, methods in other["splits"].items():
+            for method, rows in methods.items():
+                merged["splits"].setdefault(name, {}).setdefault(method, []).extend(rows)
+        merged["skipped"] += [s for s in other["skipped"] if s not in merged["skipped"]]
+    merged["aggregates"] = {
+        name: {method: aggregate(sorted(rows, key=lambda r: r["split"])) for method, rows in methods.items()}
+        for name, methods in merged["splits"].items()
+    }
+    merged["complete"] = all(r["complete"] for r in reports)
+    return merged
 
 
 def write_atomic(path, text):
@@ -224,9 +254,19 @@ def write_atomic(path, text):
 def main(argv=None):
     args = parse_args(argv)
     if args.render:
-        path = Path(args.render)
-        text = markdown(json.loads(path.read_text()))
-        write_atomic(path.with_suffix(".md"), text)
+        paths = [Path(p) for p in args.render]
+        report = merge_reports([json.loads(p.read_text()) for p in paths]) if len(paths) > 1 else json.loads(
+            paths[0].read_text())
+        if len(paths) > 1:
+            if not args.tag:
+                raise SystemExit("--render with several JSONs needs --tag for the merged files.")
+            report["merged_from"] = [p.name for p in paths]
+            out = Path(args.output_dir) / f"deep_gp_{args.tag}.json"
+            write_atomic(out, json.dumps(report, indent=1, default=str))
+        else:
+            out = paths[0]
+        text = markdown(report)
+        write_atomic(out.with_suffix(".md"), text)
         print(text)
         return
     if args.threads is not None:
@@ -242,7 +282,7 @@ def main(argv=None):
     json_path, md_path = out_dir / f"deep_gp_{tag}.json", out_dir / f"deep_gp_{tag}.md"
     report = {
         "settings": {
-            "datasets_requested": args.datasets, "methods": args.methods, "splits": args.splits,
+            "datasets_requested": args.datasets, "methods": args.methods, "splits": args.splits, "first_split": args.first_split,
             "n_inducing": args.n_inducing, "max_iter": args.max_iter, "n_mc_predict": args.n_mc_predict,
             "data_home": str(get_data_home(args.data_home)),
             "deep_gp_defaults": DeepGPRegressor().get_params(),
@@ -271,11 +311,13 @@ def main(argv=None):
                 print(f"Skipping {requested}: not found under {get_data_home(args.data_home) / 'uci'}", flush=True)
                 report["skipped"].append(f"{requested} (not found)")
                 continue
-            name, n_splits = bunch.name, min(args.splits, bunch.n_splits)
+            name = bunch.name
+            split_ids = range(args.first_split, min(args.first_split + args.splits, bunch.n_splits))
+            n_splits = len(split_ids)
             print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, "
                   f"{n_splits} of {bunch.n_splits} splits", flush=True)
             rows = report["splits"].setdefault(name, {})
-            for split in range(n_splits):
+            for split in split_ids:
                 X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
                 scaler = StandardScaler().fit(X_train)
                 X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
