@@ -117,6 +117,12 @@ def fit_sampled(estimator, X, y):
         callbacks=training.callbacks, module=module, **training.loop,
     )
     diagnostics = training.finish()
+    # Split the largest R-hat into the predictive quantities (training log-likelihoods, the first
+    # first scalars of ``trace``) and the log hyperparameters (the rest).
+    per_trace = diagnostics.pop("rhat_per_trace")
+    n_log_lik = 1 + min(_N_RHAT_ROWS, n_samples)
+    for key, part in (("rhat_log_lik", per_trace[:n_log_lik]), ("rhat_hyperparameters", per_trace[n_log_lik:])):
+        diagnostics[key] = float(np.max(part)) if part.size else float("nan")
     samples = module["samples"]
     estimator.module_ = torch.nn.ModuleDict(
         {"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples}

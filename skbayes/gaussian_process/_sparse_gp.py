@@ -286,7 +286,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     inference_diagnostics_ : dict
         Only with an ``inference`` method: ``"rhat"``, the largest split
         R-hat over the chains of the training log-likelihoods and the log
-        hyperparameters, and ``"n_kept_samples"`` (all chains). With an
+        hyperparameters, ``"rhat_log_lik"`` and ``"rhat_hyperparameters"``
+        (the same split over those two groups), and ``"n_kept_samples"``
+        (all chains). With an
         inference method ``length_scale_``, ``signal_std_`` and
         ``noise_std_`` are posterior means (of the length-scales, of the
         variances), and ``inducing_points_`` is the last kept sample of Z.

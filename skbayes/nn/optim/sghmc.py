@@ -123,7 +123,15 @@ class SGHMC(torch.optim.Optimizer):
         Use the running root mean square of the gradient as the mass.
     n_adapt_steps : int, default=0
         Steps during which the mass is adapted (``scale_adapted`` only),
-        typically the burn-in; afterwards it stays fixed.
+        typically (part of) the burn-in; afterwards it stays fixed.
+    gradient_noise : bool, default=True
+        ``scale_adapted`` only: whether the gradients are minibatch
+        estimates, whose noise B̂ = V̂ ε / 2 is then subtracted from the
+        injected noise (the c = ``lr``^2 above). Pass False when every
+        step sees all N rows: the gradient is exact, B̂ = 0 and c = 0.
+        Subtracting c from exact gradients makes the chain too cold, and
+        where 2 ``friction`` eta < ``lr``^2 it injects no noise at all (the
+        coordinate is then optimised, not sampled).
     generator : torch.Generator, optional
         Source of the injected noise, on the parameters' device; with a
         seeded generator the chain is reproducible.
@@ -138,7 +146,8 @@ class SGHMC(torch.optim.Optimizer):
     _tiny = 1e-16
 
     def __init__(
-        self, params, lr, n_data, friction=0.05, *, scale_adapted=False, n_adapt_steps=0, generator=None
+        self, params, lr, n_data, friction=0.05, *, scale_adapted=False, n_adapt_steps=0, gradient_noise=True,
+        generator=None,
     ):
         if not lr > 0:
             raise ValueError(f"lr must be > 0; got {lr}.")
@@ -154,6 +163,7 @@ class SGHMC(torch.optim.Optimizer):
             "friction": float(friction),
             "scale_adapted": bool(scale_adapted),
             "n_adapt_steps": int(n_adapt_steps),
+            "gradient_noise": bool(gradient_noise),
         }
         super().__init__(params, defaults)
         self.generator = generator
@@ -201,7 +211,8 @@ class SGHMC(torch.optim.Optimizer):
                     g.add_(rate * (grad - g))
                     v_hat.add_(rate * (grad * grad - v_hat))
                 eta = lr / (state["v_hat"].sqrt() + self._tiny)
-                noise_var = (2.0 * alpha * eta - lr * lr).clamp_(min=self._tiny)
+                correction = lr * lr if group["gradient_noise"] else 0.0  # B-hat term
+                noise_var = (2.0 * alpha * eta - correction).clamp_(min=self._tiny)
                 v.mul_(1.0 - alpha).sub_(eta * grad).add_(xi * noise_var.sqrt())
                 p.add_(v)
         return loss
