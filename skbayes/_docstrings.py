@@ -74,6 +74,9 @@ self : %(class_name)s""",
     "not_fitted_error": """\
 sklearn.exceptions.NotFittedError
     If called before ``fit``.""",
+    "coverage": """\
+coverage : float, default=0.95
+    Nominal probability in (0, 1) that a new y falls inside.""",
     "predict_raises": """\
 Raises
 ------
