@@ -17,17 +17,17 @@ process), and their mean \bar p approximates the predictive distribution.
 
 References
 ----------
-.. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
-   chapter 3 (section 3.3.1 for the uncertainty measures).
-.. [Houlsby2011] N. Houlsby et al., "Bayesian active learning for
-   classification and preference learning", 2011 (BALD).
+%(ref_gal2016)s
+%(ref_houlsby2011)s
 """
 
 import numpy as np
 import torch
 from sklearn.utils import Bunch
 
-from ._docstrings import fill_doc
+from ._docstrings import fill, fill_doc
+
+__doc__ = fill(__doc__)
 
 __all__ = ["ClassifierUncertaintyMixin", "entropy", "probability_draw_measures"]
 

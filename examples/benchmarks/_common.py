@@ -156,3 +156,11 @@ def run_saving(report, body, save, finish=None):
         save()
         if finish is not None:
             finish()
+
+
+def print_written(json_path, md_path):
+    """Print the Markdown table (when it was written) and the paths of the results files."""
+    if md_path.exists():
+        print()
+        print(md_path.read_text())
+    print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))

@@ -82,7 +82,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, run_saving, standardised_split, write_atomic,
+    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
 )
 
 from skbayes import SparseGPRegressor  # noqa: E402
@@ -255,9 +255,7 @@ def main(argv=None):
                     save()
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+    print_written(json_path, md_path)
     return 0
 
 

@@ -109,7 +109,7 @@ from skbayes import SparseGPClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, peak_rss_mb, run_saving, write_atomic,
+    environment, limit_threads, loadavg, output_paths, peak_rss_mb, print_written, run_saving, write_atomic,
 )
 from sparse_gp_benchmark import skbayes_init_seed  # noqa: E402
 
@@ -437,9 +437,7 @@ def main(argv=None):
         SparseGPClassifier(n_inducing=8, max_iter=2, random_state=0).fit(warm_rng.randn(64, 3), np.arange(64) % 2)
     run_saving(report, lambda: (run_large if large else run_small)(args, report, save), save,
                lambda: write_atomic(md_path, markdown_large(report) if large else markdown_small(report)))
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+    print_written(json_path, md_path)
     return 0
 
 

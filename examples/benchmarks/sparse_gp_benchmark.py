@@ -132,7 +132,8 @@ from skbayes.datasets import fetch_uci, get_data_home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, peak_rss_mb, run_saving, standardised_split, write_atomic,
+    environment, limit_threads, loadavg, output_paths, peak_rss_mb,
+    print_written, run_saving, standardised_split, write_atomic,
 )
 
 SKBAYES_VARIANTS = {
@@ -607,10 +608,7 @@ def main(argv=None):
 
     run_saving(report, lambda: (run_synthetic if synthetic else run_uci)(args, report, budget, save), save,
                write_markdown)
-    if md_path.exists():
-        print()
-        print(md_path.read_text())
-    print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
+    print_written(json_path, md_path)
     return 0
 
 

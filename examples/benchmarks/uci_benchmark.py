@@ -83,7 +83,9 @@ from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_spl
 from skbayes.inference import ALIASES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, output_paths, run_saving, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, output_paths, print_written, run_saving, write_atomic,
+)
 
 # Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
@@ -397,9 +399,7 @@ def main(argv=None):
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown_table(report)))
 
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+    print_written(json_path, md_path)
     return 0
 
 
