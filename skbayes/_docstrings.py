@@ -74,6 +74,9 @@ self : %(class_name)s""",
     "not_fitted_error": """\
 sklearn.exceptions.NotFittedError
     If called before ``fit``.""",
+    "coverage": """\
+coverage : float, default=0.95
+    Nominal probability in (0, 1) that a new y falls inside.""",
     "predict_raises": """\
 Raises
 ------
@@ -141,6 +144,12 @@ _REFERENCES = {
     "ref_kingma2014": """\
 .. [Kingma2014] D. P. Kingma and M. Welling, "Auto-encoding variational
    Bayes", ICLR 2014.""",
+    "ref_gal2016": """\
+.. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
+   chapter 3 (section 3.3.1 for the uncertainty measures).""",
+    "ref_houlsby2011": """\
+.. [Houlsby2011] N. Houlsby et al., "Bayesian active learning for
+   classification and preference learning", 2011 (BALD).""",
     "ref_sohn2015": """\
 .. [Sohn2015] K. Sohn, H. Lee and X. Yan, "Learning structured output
    representation using deep conditional generative models", NeurIPS 2015.""",

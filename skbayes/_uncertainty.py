@@ -17,15 +17,17 @@ process), and their mean \bar p approximates the predictive distribution.
 
 References
 ----------
-.. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
-   chapter 3 (section 3.3.1 for the uncertainty measures).
-.. [Houlsby2011] N. Houlsby et al., "Bayesian active learning for
-   classification and preference learning", 2011 (BALD).
+%(ref_gal2016)s
+%(ref_houlsby2011)s
 """
 
 import numpy as np
 import torch
 from sklearn.utils import Bunch
+
+from ._docstrings import fill, fill_doc
+
+__doc__ = fill(__doc__)
 
 __all__ = ["ClassifierUncertaintyMixin", "entropy", "probability_draw_measures"]
 
@@ -66,6 +68,7 @@ def probability_draw_measures(p):
     return mean, entropy(mean), entropy(p).mean(0)
 
 
+@fill_doc
 class ClassifierUncertaintyMixin:
     """``predict_uncertainty`` and ``score_ood`` from draws of the class probabilities.
 
@@ -90,10 +93,7 @@ class ClassifierUncertaintyMixin:
           Freeman's variation ratio (Gal 2016, eq. 3.19), which does not need
           sampled labels.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        %(parameters_X)s
 
         Returns
         -------
@@ -101,12 +101,7 @@ class ClassifierUncertaintyMixin:
             ``proba`` (\bar p) of shape (n_samples, n_classes) and the four
             measures above, each of shape (n_samples,), entropies in nats.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If the estimator is not fitted.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         proba, predictive_entropy, expected_entropy = self._probability_draws(X, probability_draw_measures)
         out = Bunch(proba=proba, predictive_entropy=predictive_entropy, expected_entropy=expected_entropy)
@@ -121,10 +116,7 @@ class ClassifierUncertaintyMixin:
         Higher means the draws disagree more about x, i.e. x is less like
         the training data.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        %(parameters_X)s
 
         Returns
         -------

@@ -18,6 +18,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
+from ._docstrings import fill_doc
 from ._param_validation import COVERAGE, validate_method_params
 from ._training import fit_loop
 
@@ -272,6 +273,7 @@ class TorchEstimatorMixin:
                 setattr(self, name, value.to(device))
 
 
+@fill_doc
 class PredictiveRegressorMixin:
     """Standard deviations and intervals for regressors with ``predict_uncertainty``.
 
@@ -296,11 +298,8 @@ class PredictiveRegressorMixin:
     def predict_interval(self, X, coverage=0.95):
         """Central interval of the Gaussian with the predictive mean and std.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        coverage : float, default=0.95
-            Nominal probability in (0, 1) that a new y falls inside.
+        %(parameters_X)s
+        %(coverage)s
 
         Returns
         -------

@@ -71,24 +71,22 @@ includes the table.
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse_gp_benchmark import git_commit, loadavg, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
+)
 
-import skbayes  # noqa: E402
 from skbayes import SparseGPRegressor  # noqa: E402
-from skbayes.datasets import fetch_uci, get_data_home, get_uci_split  # noqa: E402
+from skbayes.datasets import fetch_uci, get_data_home  # noqa: E402
 from skbayes.inference import SGHMC  # noqa: E402
 
 METHODS = ("variational", "bsgp")
@@ -218,27 +216,12 @@ def markdown(report):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        try:
-            from threadpoolctl import threadpool_limits
-            threadpool_limits(args.threads)
-        except ImportError:
-            print("Note: threadpoolctl missing; BLAS threads not limited.", flush=True)
-    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"bsgp_uci_{tag}.json", out_dir / f"bsgp_uci_{tag}.md"
+    limit_threads(args.threads)
+    json_path, md_path = output_paths(args, "bsgp_uci")
     report = {
         "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)),
                      "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": {
-            "command": [sys.executable, *sys.argv], "python": platform.python_version(),
-            "platform": platform.platform(), "torch": torch.__version__, "sklearn": sklearn.__version__,
-            "numpy": np.__version__, "skbayes": skbayes.__version__, "git_commit": git_commit(),
-            "torch_num_threads": torch.get_num_threads(), "loadavg_start": loadavg(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        },
+        "environment": environment(cpu_count=False),
         "splits": {}, "aggregates": {}, "paired": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
@@ -246,7 +229,7 @@ def main(argv=None):
     def save():
         write_atomic(json_path, json.dumps(report, indent=1, default=str))
 
-    try:
+    def run():
         for requested in args.datasets:
             try:
                 bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
@@ -258,9 +241,7 @@ def main(argv=None):
             print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n_splits} splits", flush=True)
             rows = report["splits"].setdefault(name, {})
             for split in range(n_splits):
-                X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
-                scaler = StandardScaler().fit(X_train)
-                X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
                 order = METHODS if split % 2 == 0 else METHODS[::-1]
                 for method in order:
                     res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
@@ -272,17 +253,9 @@ def main(argv=None):
                     print(f"  {name:<12} {method:<11} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
                           f"  {res['fit_time_s']:7.1f} s{rhat}  load {loadavg()[0]}", flush=True)
                     save()
-        report["complete"] = True
-    except KeyboardInterrupt:
-        print("\nInterrupted; writing what was measured so far.", flush=True)
-    finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save()
-        write_atomic(md_path, markdown(report))
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+
+    run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
+    print_written(json_path, md_path)
     return 0
 
 

@@ -70,23 +70,22 @@ References
 import argparse
 import json
 import math
-import os
-import platform
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import DeepGPRegressor, SparseGPRegressor
-from skbayes.datasets import fetch_uci, get_data_home, get_uci_split
+from skbayes.datasets import fetch_uci, get_data_home
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, run_saving, standardised_split, write_atomic,
+)
 
 DATASETS = ("kin8nm", "power-plant", "protein-tertiary-structure")
 METHODS = {
@@ -123,30 +122,6 @@ def parse_args(argv=None):
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
-
-
-def git_commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10, check=False)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def loadavg():
-    return [round(v, 2) for v in os.getloadavg()]
-
-
-def environment():
-    return {
-        "command": [sys.executable, *sys.argv],
-        "python": platform.python_version(), "platform": platform.platform(),
-        "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
-        "skbayes": skbayes.__version__, "git_commit": git_commit(),
-        "cpu_count": os.cpu_count(), "torch_num_threads": torch.get_num_threads(),
-        "loadavg_start": loadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
 
 
 def fit_one(method, X_train, y_train, X_test, y_test, args, seed):
@@ -245,12 +220,6 @@ def merge_reports(reports):
     return merged
 
 
-def write_atomic(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.render:
@@ -269,17 +238,8 @@ def main(argv=None):
         write_atomic(out.with_suffix(".md"), text)
         print(text)
         return
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        try:
-            from threadpoolctl import threadpool_limits
-            threadpool_limits(args.threads)
-        except ImportError:
-            print("Note: threadpoolctl missing; BLAS threads not limited.", flush=True)
-    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"deep_gp_{tag}.json", out_dir / f"deep_gp_{tag}.md"
+    limit_threads(args.threads)
+    json_path, md_path = output_paths(args, "deep_gp")
     report = {
         "settings": {
             "datasets_requested": args.datasets, "methods": args.methods, "splits": args.splits, "first_split": args.first_split,
@@ -303,7 +263,7 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         DeepGPRegressor(n_inducing=8, max_iter=2, n_mc_predict=2, random_state=0).fit(warm.randn(64, 3), warm.randn(64))
-    try:
+    def run():
         for requested in args.datasets:
             try:
                 bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
@@ -318,9 +278,7 @@ def main(argv=None):
                   f"{n_splits} of {bunch.n_splits} splits", flush=True)
             rows = report["splits"].setdefault(name, {})
             for split in split_ids:
-                X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
-                scaler = StandardScaler().fit(X_train)
-                X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
                 shift = split % len(args.methods)
                 for method in args.methods[shift:] + args.methods[:shift]:
                     res = fit_one(method, X_train, y_train, X_test, y_test, args, split)
@@ -331,13 +289,8 @@ def main(argv=None):
                           f"({res['n_steps']} steps) {res['fit_time_s']:7.1f} s fit "
                           f"{res['predict_time_s']:5.1f} s predict  load {loadavg()[0]}", flush=True)
                     save()
-        report["complete"] = True
-    except KeyboardInterrupt:
-        print("\nInterrupted; writing what was measured so far.", flush=True)
-    finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save()
+
+    run_saving(report, run, save)
     print()
     print(md_path.read_text())
     print(f"Wrote {json_path} and {md_path}")

@@ -64,6 +64,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import sklearn
@@ -75,6 +76,9 @@ from sklearn.preprocessing import StandardScaler
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.inference import ALIASES, SGHMC
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import limit_threads, loadavg  # noqa: E402
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
@@ -231,8 +235,7 @@ def time_sklearn_mlp(X, y, epochs, batch_size):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    limit_threads(args.threads, blas=False)
     try:
         bunch = fetch_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
     except (FileNotFoundError, ValueError) as exc:
@@ -246,7 +249,7 @@ def main(argv=None):
     env = {
         "python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,
         "torch_num_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": args.device,
-        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+        "loadavg_start": loadavg(),
         "command": [sys.executable, *sys.argv],
     }
     print(f"{bunch.name} split 0: {X.shape[0]} training rows, {X.shape[1]} features, batch size {batch_size}, "
@@ -277,7 +280,7 @@ def main(argv=None):
             t = fn(args.epochs)
             times[name].append(t)
             print(f"  repeat {r + 1}/{args.repeats}  {name:<42} {t:.5f} s/epoch", flush=True)
-    env["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
+    env["loadavg_end"] = loadavg()
 
     baseline = {dt: statistics.median(times[f"bare PyTorch MLP [{dt}]"]) for dt in ("float64", "float32")}
     header = f"{'configuration':<42}{'median s/epoch':>16}{'min s/epoch':>14}{'x bare torch':>14}"

@@ -89,14 +89,12 @@ quotes.
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.datasets import load_breast_cancer, load_digits, make_moons
@@ -107,12 +105,13 @@ from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import SparseGPClassifier
 
-# Helpers shared with the regression benchmark (this folder is on sys.path when a script runs from it).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse_gp_benchmark import git_commit, loadavg, peak_rss_mb, skbayes_init_seed, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, peak_rss_mb, print_written, run_saving, write_atomic,
+)
+from sparse_gp_benchmark import skbayes_init_seed  # noqa: E402
 
 DATASETS = ("breast_cancer", "digits", "moons")
 METHODS = ("skbayes", "skbayes_same_kernel", "sklearn_gpc", "gpytorch_svgp")
@@ -146,25 +145,6 @@ def parse_args(argv=None):
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     return args
-
-
-def gpytorch_version():
-    try:
-        import gpytorch
-        return gpytorch.__version__
-    except ImportError:
-        return None
-
-
-def environment():
-    return {
-        "command": [sys.executable, *sys.argv],
-        "python": platform.python_version(), "platform": platform.platform(),
-        "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
-        "skbayes": skbayes.__version__, "gpytorch": gpytorch_version(), "git_commit": git_commit(),
-        "cpu_count": os.cpu_count(), "torch_num_threads": torch.get_num_threads(),
-        "loadavg_start": loadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
 
 
 def load(name):
@@ -433,17 +413,8 @@ def run_small(args, report, save):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        try:
-            from threadpoolctl import threadpool_limits
-            threadpool_limits(args.threads)
-        except ImportError:
-            print("Note: threadpoolctl missing; BLAS threads not limited.", flush=True)
-    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"gp_classification_{tag}.json", out_dir / f"gp_classification_{tag}.md"
+    limit_threads(args.threads)
+    json_path, md_path = output_paths(args, "gp_classification")
     large = bool(args.large_rows)
     report = {
         "settings": {"mode": "large" if large else "small", "methods": args.methods, "datasets": args.datasets,
@@ -451,7 +422,7 @@ def main(argv=None):
                      "large_rows": args.large_rows, "sklearn_rows": args.sklearn_rows,
                      "estimator_defaults": SparseGPClassifier().get_params(),
                      "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": environment(), "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
+        "environment": environment(gpytorch=True), "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {report['environment']['loadavg_start']}; "
           f"methods: {' '.join(args.methods)}; '*' after the epochs = stopped at the cap", flush=True)
@@ -464,19 +435,9 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         SparseGPClassifier(n_inducing=8, max_iter=2, random_state=0).fit(warm_rng.randn(64, 3), np.arange(64) % 2)
-    try:
-        run_large(args, report, save) if large else run_small(args, report, save)
-        report["complete"] = True
-    except KeyboardInterrupt:
-        print("\nInterrupted; writing what was measured so far.", flush=True)
-    finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save()
-        write_atomic(md_path, markdown_large(report) if large else markdown_small(report))
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+    run_saving(report, lambda: (run_large if large else run_small)(args, report, save), save,
+               lambda: write_atomic(md_path, markdown_large(report) if large else markdown_small(report)))
+    print_written(json_path, md_path)
     return 0
 
 

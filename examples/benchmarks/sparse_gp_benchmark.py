@@ -114,28 +114,27 @@ torch threads, ``os.getloadavg()`` at start and end, command line) and
 import argparse
 import json
 import math
-import os
-import platform
-import resource
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.cluster import MiniBatchKMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 
-import skbayes
 from skbayes import SparseGPRegressor
-from skbayes.datasets import fetch_uci, get_data_home, get_uci_split
+from skbayes.datasets import fetch_uci, get_data_home
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, peak_rss_mb,
+    print_written, run_saving, standardised_split, write_atomic,
+)
 
 SKBAYES_VARIANTS = {
     "skbayes": {},
@@ -204,23 +203,6 @@ def parse_args(argv=None):
     if args.synthetic_rows and any(m not in SKBAYES_VARIANTS for m in args.methods):
         parser.error(f"synthetic mode runs only the skbayes rows: {', '.join(SKBAYES_VARIANTS)}")
     return args
-
-
-def git_commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10, check=False)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def loadavg():
-    return [round(v, 2) for v in os.getloadavg()]
-
-
-def peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # kilobytes on Linux
 
 
 def gaussian_ll(y, mean, std):
@@ -422,22 +404,6 @@ def fmt(agg, key, digits=3):
     return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
-def environment():
-    try:
-        import gpytorch
-        gpytorch_version = gpytorch.__version__
-    except ImportError:
-        gpytorch_version = None
-    return {
-        "command": [sys.executable, *sys.argv],
-        "python": platform.python_version(), "platform": platform.platform(),
-        "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
-        "skbayes": skbayes.__version__, "gpytorch": gpytorch_version, "git_commit": git_commit(),
-        "cpu_count": os.cpu_count(), "torch_num_threads": torch.get_num_threads(),
-        "loadavg_start": loadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
 def method_label(method, m):
     labels = {
         "skbayes": f"skbayes SparseGPRegressor vfe/adam, M={m}",
@@ -534,12 +500,6 @@ def markdown_synthetic(report):
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def synthetic_data(n, seed):
     rng = np.random.RandomState(seed)
     X = rng.randn(n, SYNTHETIC_FEATURES)
@@ -579,9 +539,7 @@ def run_uci(args, report, budget, save):
               f"{n_splits} of {bunch.n_splits} splits", flush=True)
         rows = report["splits"].setdefault(name, {})
         for split in range(n_splits):
-            X_train, X_test, y_train, y_test = get_uci_split(bunch, split)
-            scaler = StandardScaler().fit(X_train)
-            X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+            X_train, X_test, y_train, y_test = standardised_split(bunch, split)
             shift = split % len(args.methods)
             for method in args.methods[shift:] + args.methods[:shift]:  # interleaved, order rotated per split
                 if method in SKBAYES_VARIANTS:
@@ -609,17 +567,8 @@ def run_uci(args, report, budget, save):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-        try:
-            from threadpoolctl import threadpool_limits
-            threadpool_limits(args.threads)
-        except ImportError:
-            print("Note: threadpoolctl missing; BLAS threads not limited.", flush=True)
-    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"sparse_gp_{tag}.json", out_dir / f"sparse_gp_{tag}.md"
+    limit_threads(args.threads)
+    json_path, md_path = output_paths(args, "sparse_gp")
     budget = {"mode": args.budget, "max_iter": args.max_iter, "tol": args.tol,
               "n_iter_no_change": args.n_iter_no_change}
     synthetic = bool(args.synthetic_rows)
@@ -633,7 +582,7 @@ def main(argv=None):
             "estimator_defaults": SparseGPRegressor().get_params(),
             "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
         },
-        "environment": environment(),
+        "environment": environment(gpytorch=True),
         "splits": {}, "aggregates": {}, "paired": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {report['environment']['loadavg_start']}; "
@@ -649,27 +598,17 @@ def main(argv=None):
         for params in SKBAYES_VARIANTS.values():
             SparseGPRegressor(n_inducing=8, max_iter=2, random_state=0, **params).fit(
                 warm_rng.randn(64, 3), warm_rng.randn(64))
-    try:
-        if synthetic:
-            run_synthetic(args, report, budget, save)
-        else:
-            run_uci(args, report, budget, save)
-        report["complete"] = True
-    except KeyboardInterrupt:
-        print("\nInterrupted; writing what was measured so far.", flush=True)
-    finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save()
+
+    def write_markdown():
         if synthetic:
             if report.get("synthetic"):
                 write_atomic(md_path, markdown_synthetic(report))
         else:
             write_atomic(md_path, markdown_uci(report))
-    if md_path.exists():
-        print()
-        print(md_path.read_text())
-    print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
+
+    run_saving(report, lambda: (run_synthetic if synthetic else run_uci)(args, report, budget, save), save,
+               write_markdown)
+    print_written(json_path, md_path)
     return 0
 
 

@@ -19,16 +19,19 @@ How to run
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from skbayes import SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import loadavg  # noqa: E402
 
 
 def skbayes_step(X, y, n_inducing, batch):
@@ -86,7 +89,7 @@ def main(argv=None):
     steps = {"skbayes": skbayes_step(X, y, args.n_inducing, args.batch_size),
              "gpytorch": gpytorch_step(X, y, args.n_inducing, args.batch_size)}
     print(f"M={args.n_inducing}, B={args.batch_size}, d=8, float64, 1 torch thread, "
-          f"load average {[round(v, 2) for v in os.getloadavg()]}")
+          f"load average {loadavg()}")
     times = {name: [] for name in steps}
     for step in steps.values():  # warm-up
         step()
@@ -100,7 +103,7 @@ def main(argv=None):
     ratio = statistics.median(times["skbayes"]) / statistics.median(times["gpytorch"])
     print(f"median s/step: skbayes {statistics.median(times['skbayes']):.4f}, "
           f"gpytorch {statistics.median(times['gpytorch']):.4f}, ratio {ratio:.2f}; "
-          f"load average at end {[round(v, 2) for v in os.getloadavg()]}")
+          f"load average at end {loadavg()}")
     return 0
 
 

@@ -67,25 +67,25 @@ test LL, fit time per split, epochs and the published reference LLs for comparis
 import argparse
 import ast
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import UCI_DATASETS, fetch_uci, get_data_home, get_uci_split
 from skbayes.inference import ALIASES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    environment, limit_threads, output_paths, print_written, run_saving, write_atomic,
+)
 
 # Published reference numbers, (mean, standard error):
 # * "gal": MC dropout with a grid search over dropout rate and tau on an inner
@@ -204,15 +204,6 @@ def parse_args(argv=None):
             extra[name] = value
     args.params = extra
     return args
-
-
-def git_commit():
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def hidden_layer_sizes(name):
@@ -335,20 +326,10 @@ def markdown_table(report):
     return "\n".join(lines + notes) + "\n"
 
 
-def write_atomic(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    tag = args.tag or time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(args.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"uci_{tag}.json", out_dir / f"uci_{tag}.md"
+    limit_threads(args.threads, blas=False)
+    json_path, md_path = output_paths(args, "uci")
 
     data_home = get_data_home(args.data_home)
     report = {
@@ -360,16 +341,7 @@ def main(argv=None):
             "hidden_layer_sizes": "(100,) for protein-tertiary-structure, else (50,)",
             "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
         },
-        "environment": {
-            "command": [sys.executable, *sys.argv],
-            "python": platform.python_version(), "platform": platform.platform(),
-            "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
-            "skbayes": skbayes.__version__, "git_commit": git_commit(),
-            "cpu_count": os.cpu_count(), "torch_num_threads": torch.get_num_threads(),
-            "torch_num_interop_threads": torch.get_num_interop_threads(),
-            "loadavg_start": [round(v, 2) for v in os.getloadavg()],
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        },
+        "environment": environment(interop_threads=True),
         "reference": REFERENCE,
         "splits": {},
         "aggregates": {},
@@ -398,7 +370,7 @@ def main(argv=None):
             BayesianMLPRegressor(inference=method, max_iter=2, random_state=0).fit(
                 warm_rng.randn(64, 3), warm_rng.randn(64))
 
-    try:
+    def run():
         for requested in names:
             try:
                 bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
@@ -424,18 +396,10 @@ def main(argv=None):
                           f"LL {res['test_ll']:8.4f}  cov95 {res['coverage_95']:.3f}  "
                           f"{res['n_iter']:4d} epochs{'*' if res['hit_max_iter'] else ' '} "
                           f"{res['fit_time_s']:7.2f} s ({res['s_per_epoch']:.4f} s/epoch)", flush=True)
-        report["complete"] = True
-    except KeyboardInterrupt:
-        print("\nInterrupted; writing what was measured so far.", flush=True)
-    finally:
-        report["environment"]["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
-        report["environment"]["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        save()
-        write_atomic(md_path, markdown_table(report))
 
-    print()
-    print(md_path.read_text())
-    print(f"Wrote {json_path}\nWrote {md_path}")
+    run_saving(report, run, save, lambda: write_atomic(md_path, markdown_table(report)))
+
+    print_written(json_path, md_path)
     return 0
 
 

@@ -501,11 +501,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     def predict_interval(self, X, coverage=0.95):
         """Central interval of the predictive mixture: its (1 -/+ coverage)/2 quantiles.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        coverage : float, default=0.95
-            Nominal probability in (0, 1) that a new y falls inside.
+        %(parameters_X)s
+        %(coverage)s
 
         Returns
         -------

@@ -439,10 +439,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     def predict_latent(self, X):
         """Mean and standard deviation of the latent q(f(x)) (Rossi 2022, eq. 6.7).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        %(parameters_X)s
 
         Returns
         -------
@@ -450,12 +447,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
             One column per latent function: a single one (shape (n_samples,))
             for the probit and logit likelihoods, one per class otherwise.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If the estimator is not fitted.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         mean, var = self._over_blocks(self._validate_X_predict(X), lambda m, v, rows: (m, v))
         return mean, np.sqrt(var)
@@ -473,10 +465,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         sign (argmax) is :meth:`predict`; where s = 0 the binary scores are
         the latent mean itself. :meth:`predict_latent` gives mu and s.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        %(parameters_X)s
 
         Returns
         -------
@@ -484,12 +473,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
             Shape (n_samples,) for the probit and logit likelihoods
             (positive favours ``classes_[1]``), else one column per class.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If the estimator is not fitted.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         X = self._validate_X_predict(X)
         likelihood = self.module_["likelihood"]
@@ -507,22 +491,14 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         6.14); logit and robust-max: Gauss-Hermite quadrature; softmax: the
         average of softmax(mu + s * eps_t) over ``n_mc_predict`` seeded draws.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        %(parameters_X)s
 
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``; rows sum to 1.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If the estimator is not fitted.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         X = self._validate_X_predict(X)
         likelihood = self.module_["likelihood"]

@@ -241,29 +241,16 @@ class SGHMC(StackedMLPMethod):
         if context.warm_start:
             self._restart_from_last_samples(module)
         n_chains, n_data = module["network"].n_members, context.n_data
-        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
         steps_per_epoch = -(-X.shape[0] // context.batch_size)
         params = [p for p in module.parameters() if p.requires_grad]
-        optimizer = SGHMCOptimizer(
-            params,
-            lr=self.step_size,
-            n_data=n_data,
-            friction=self.friction,
-            scale_adapted=self.scale_adapted,
-            n_adapt_steps=self.burn_in * steps_per_epoch,
-            generator=context.generator,
-        )
+        optimizer = self._sampler(params, n_data, self.burn_in * steps_per_epoch, context.generator)
         keep = KeepSamples(module, self.burn_in, self.thinning)
         # Gradient of the sum over chains (each chain feels its own energy U_c / N).
         loss_fn = self.member_loss_fn(module, X, Y, n_data, context.generator)
 
         def finish():
             if not keep.samples:  # interrupted (Ctrl-C) before the first kept sample
-                warnings.warn(
-                    "SGHMC stopped before keeping a sample; the current state of each chain is "
-                    "used as its only sample.",
-                    UserWarning,
-                )
+                _warn_no_sample()
                 keep.samples.append(keep.snapshot())
             self._store_samples(module, keep.samples)
             return {
@@ -271,8 +258,29 @@ class SGHMC(StackedMLPMethod):
                 "neg_log_prior": float(module["network"].neg_log_prior().detach()),
             }
 
-        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
-        return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[keep], loop=self._loop(), finish=finish)
+
+    def _sampler(self, params, n_data, n_adapt_steps, generator, **options):
+        """The :class:`skbayes.nn.SGHMC` optimiser of this object's settings over ``params``.
+
+        ``n_adapt_steps`` optimiser steps adapt the mass; ``options`` go to
+        the optimiser as they are (``gradient_noise``).
+        """
+        return SGHMCOptimizer(
+            params,
+            lr=self.step_size,
+            n_data=n_data,
+            friction=self.friction,
+            scale_adapted=self.scale_adapted,
+            n_adapt_steps=n_adapt_steps,
+            generator=generator,
+            **options,
+        )
+
+    def _loop(self):
+        """Training-loop settings of a sampling run: exactly ``burn_in + thinning * n_kept_samples`` epochs."""
+        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
+        return {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
 
     def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
         """SGHMC over the chains of a sparse GP: the same sampler and schedule as for the MLPs.
@@ -312,16 +320,8 @@ class SGHMC(StackedMLPMethod):
         params = [p for p in chains.parameters() if p.requires_grad]
         if not params:
             raise ValueError("Nothing to sample: every coordinate of the model is fixed.")
-        optimizer = SGHMCOptimizer(
-            params,
-            lr=self.step_size,
-            n_data=n_data,
-            friction=self.friction,
-            scale_adapted=self.scale_adapted,
-            n_adapt_steps=int(_GP_ADAPT_FRACTION * self.burn_in * steps_per_epoch),
-            gradient_noise=context.batch_size < n_rows,
-            generator=context.generator,
-        )
+        optimizer = self._sampler(params, n_data, int(_GP_ADAPT_FRACTION * self.burn_in * steps_per_epoch),
+                                  context.generator, gradient_noise=context.batch_size < n_rows)
         orders = member_row_orders(n_chains, n_rows, context.generator)
         keep = KeepChainStates(module, self.burn_in, self.thinning, trace)
 
@@ -332,11 +332,7 @@ class SGHMC(StackedMLPMethod):
 
         def finish():
             if not keep.samples:  # interrupted before the first kept sample
-                warnings.warn(
-                    "SGHMC stopped before keeping a sample; the current state of each chain is "
-                    "used as its only sample.",
-                    UserWarning,
-                )
+                _warn_no_sample()
                 keep.snapshot()
             module["samples"] = keep.kept_states()
             n_kept = len(keep.samples)
@@ -347,9 +343,7 @@ class SGHMC(StackedMLPMethod):
                 rhat = float(per_trace.max())
             return {"rhat": rhat, "rhat_per_trace": per_trace.numpy(), "n_kept_samples": n_kept * n_chains}
 
-        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
-        loop = {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
-        return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[keep], loop=self._loop(), finish=finish)
 
     @staticmethod
     def _store_samples(module, samples):
@@ -378,3 +372,11 @@ class SGHMC(StackedMLPMethod):
         log_lik = log_lik.reshape(n_chains, n_kept, -1)
         quantities = torch.cat([log_lik.mean(dim=-1, keepdim=True), log_lik[..., :_N_RHAT_ROWS]], dim=-1)
         return float(split_rhat(quantities.double()).max())
+
+
+def _warn_no_sample():
+    """Warn that sampling stopped (Ctrl-C) before the first kept sample."""
+    warnings.warn(
+        "SGHMC stopped before keeping a sample; the current state of each chain is used as its only sample.",
+        UserWarning,
+    )

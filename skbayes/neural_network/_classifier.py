@@ -43,10 +43,8 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
 
     References
     ----------
-    .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016,
-       chapter 3 (section 3.3.1 for the uncertainty measures).
-    .. [Houlsby2011] N. Houlsby et al., "Bayesian active learning for
-       classification and preference learning", 2011 (BALD).
+    %(ref_gal2016)s
+    %(ref_houlsby2011)s
 
     Examples
     --------
