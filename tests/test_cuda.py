@@ -114,3 +114,26 @@ def test_sparse_gp_with_a_scikit_learn_kernel_on_cuda(data):
     assert type(gp.kernel_) is type(kernel) and np.all(np.isfinite(gp.kernel_.theta))
     ls = gp.kernel_.k1.k2.length_scale
     assert np.all((ls >= 0.1) & (ls <= 10.0))
+
+
+def test_gp_family_on_cuda_and_back_on_cpu(data):
+    """The GP classifier, the deep GP and the sampled sparse GP fit on CUDA and pickle to the CPU."""
+    from skbayes import DeepGPRegressor, SparseGPClassifier
+
+    X, y = data
+    labels = np.where(y > np.median(y), "high", "low")
+    clf = SparseGPClassifier(n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, labels)
+    proba = clf.predict_proba(X)
+    assert clf.device_.type == "cuda" and np.allclose(proba.sum(1), 1.0)
+    np.testing.assert_allclose(_on_cpu(clf).predict_proba(X), proba, rtol=1e-3, atol=1e-4)
+    dgp = DeepGPRegressor(n_inducing=16, max_iter=10, n_mc_predict=8, device="cuda", random_state=0).fit(X, y)
+    mean, std = dgp.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    np.testing.assert_allclose(_on_cpu(dgp).predict(X), mean, rtol=1e-3, atol=1e-3)
+    bsgp = SparseGPRegressor(
+        n_inducing=16, max_iter=10, device="cuda", random_state=0,
+        inference=SGHMC(burn_in=4, thinning=1, n_kept_samples=4),
+    ).fit(X, y)
+    mean, std = bsgp.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    np.testing.assert_allclose(_on_cpu(bsgp).predict(X), mean, rtol=1e-3, atol=1e-3)
