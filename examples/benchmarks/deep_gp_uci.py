@@ -185,6 +185,18 @@ def markdown(report):
                 f"{fmt(agg, 'rmse')} | {fmt(agg, 'noise_std')} | {fmt(agg, 'fit_time_s', 1)} | "
                 f"{fmt(agg, 'predict_time_s', 1)} |"
             )
+    paired = []
+    for name, methods in report["splits"].items():
+        base = {r["split"]: r["test_ll"] for r in methods.get("sgp", [])}
+        for method in ("dgp2", "dgp3"):
+            diffs = [r["test_ll"] - base[r["split"]] for r in methods.get(method, []) if r["split"] in base]
+            if diffs:
+                paired.append(f"| {name} | {LABELS.get(method, method)} | {sum(d > 0 for d in diffs)} of {len(diffs)} "
+                              f"| {np.mean(diffs):+.3f} | {min(diffs):+.3f} | {max(diffs):+.3f} |")
+    if paired:
+        lines += ["", "Paired by split, test LL of the deep GP minus the sparse GP's:", "",
+                  "| dataset | method | splits where higher | mean | min | max |", "|---|---|---|---|---|---|",
+                  *paired]
     lines += [
         "",
         f"Environment: torch {env['torch']}, {env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, "
