@@ -1,14 +1,20 @@
-"""The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SGHMC(...))``.
+"""The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SGHMC(...))``
+and ``SparseGPClassifier(inference=SGHMC(...))``.
 
-The estimator keeps its variational code; with an inference method that
-supports GPs (``supports_gp``) ``fit`` hands over to :func:`fit_sampled`,
-which first runs the estimator's own variational fit (its ``max_iter``,
-``learning_rate_init``, ``objective``, ...), copies the fitted model once
-per chain with v drawn from the optimal q(v), lets the method
-sample them (:meth:`skbayes.inference.InferenceMethod.prepare_gp`) in the
-shared training loop, and keeps the samples in ``module_["samples"]``;
-prediction then averages the per-sample FITC conditionals
-(:func:`latent_marginals`, :func:`joint`). The math is in
+The estimators keep their variational code; with an inference method that
+supports GPs (``supports_gp``) the regressor's ``fit`` hands over to
+:func:`fit_sampled`, which first runs the estimator's own variational fit
+(its ``max_iter``, ``learning_rate_init``, ``objective``, ...), and then
+:func:`sample_posterior` copies the fitted model once per chain with v
+drawn from the optimal q(v) (regression) or from the fitted q(v)
+(classification), lets the method sample them
+(:meth:`skbayes.inference.InferenceMethod.prepare_gp`) in the shared
+training loop, and keeps the samples in ``module_["samples"]``; the
+classifier's ``fit`` runs its variational fit and calls
+:func:`sample_posterior` itself. Prediction then averages over the kept
+samples: the per-sample FITC conditionals (:func:`latent_marginals`,
+:func:`joint`) or the per-sample class probabilities
+(:func:`class_probability_draws`). The math is in
 :mod:`skbayes.nn.bayesian_sparse_gp`.
 """
 
@@ -19,9 +25,10 @@ import torch
 
 from ..inference import FitContext, resolve_inference
 from ..nn import gaussian_log_prob
-from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, mixture_moments, neg_log_posterior
+from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, data_log_lik, mixture_moments, neg_log_posterior
 
-__all__ = ["check_sampling_method", "fit_sampled", "is_sampled", "joint", "latent_marginals", "streams"]
+__all__ = ["check_sampling_method", "class_probability_draws", "fit_sampled", "is_sampled", "joint",
+           "latent_marginals", "sample_posterior", "streams"]
 
 # Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
 _N_RHAT_ROWS = 8
@@ -56,18 +63,31 @@ def check_sampling_method(estimator):
     return method
 
 
+def _gaussian(likelihood):
+    """Whether ``likelihood`` is the Gaussian noise of the regressor (it has a noise to sample)."""
+    return hasattr(likelihood, "noise_std")
+
+
 def _chains(estimator, X_t, y_t, n_chains, generator):
-    """One model per chain, each a copy of the estimator's fitted model with v drawn from the optimal q(v)."""
+    """One model per chain, each a copy of the estimator's fitted model with v drawn from q(v).
+
+    Regression: the optimal Gaussian q(v) of the FITC objective for the
+    fitted Z and theta. Classification: the fitted variational q(v), one
+    independent draw per latent function.
+    """
     first = estimator.module_
     chains = []
     for c in range(n_chains):
         chain = first if c == 0 else copy.deepcopy(first)
         gp, likelihood = chain["gp"], chain["likelihood"]
         with torch.no_grad():
-            # Start at a draw of the optimal Gaussian q(v) of the FITC objective for the fitted Z and theta.
-            gp.set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2, objective="fitc")
+            if _gaussian(likelihood):
+                gp.set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2, objective="fitc")
             noise = torch.randn(gp.q_mean.shape, generator=generator, dtype=gp.q_mean.dtype, device=gp.q_mean.device)
-            gp.q_mean.add_(gp.q_scale_tril @ noise)
+            if gp.q_mean.ndim == 1:
+                gp.q_mean.add_(gp.q_scale_tril @ noise)
+            else:  # (L, M, M) @ (L, M, 1)
+                gp.q_mean.add_((gp.q_scale_tril @ noise[..., None])[..., 0])
         # v lives in q_mean; q's scale and the constant mean c are not sampled.
         gp.raw_q_scale_tril.requires_grad_(False)
         gp.mean_constant.requires_grad_(False)
@@ -76,7 +96,7 @@ def _chains(estimator, X_t, y_t, n_chains, generator):
 
 
 def fit_sampled(estimator, X, y):
-    """Sample (v, theta, Z, sigma) of ``estimator`` on validated X (n, d), y (n,) with its inference method.
+    """Sample (v, theta, Z, sigma) of a SparseGPRegressor on validated X (n, d), y (n,) with its inference method.
 
     Sets the fitted attributes and returns the estimator.
     """
@@ -86,6 +106,30 @@ def fit_sampled(estimator, X, y):
     X_t, y_t = estimator._to_tensor(X), estimator._to_tensor(y)
     # The chains start from the variational fit (the thesis collects its samples after an optimisation).
     estimator._train(X_t, y_t, n_samples, estimator._shuffle_seed)
+    return sample_posterior(estimator, method, X_t, y_t)
+
+
+def sample_posterior(estimator, method, X_t, y_t):
+    """Sample (v, theta, Z[, sigma]) of ``estimator``, whose ``module_`` holds its variational fit.
+
+    Parameters
+    ----------
+    estimator : SparseGPRegressor or SparseGPClassifier
+        With the fitted variational model in ``module_`` and the seeds of
+        its ``fit`` (``_shuffle_seed``).
+    method : InferenceMethod
+        The validated method (:func:`check_sampling_method`).
+    X_t : torch.Tensor of shape (n, d)
+    y_t : torch.Tensor of shape (n,)
+        Targets as the model sees them (standardised, or class indices).
+
+    Returns
+    -------
+    estimator
+        With the kept samples in ``module_["samples"]`` and the fitted
+        attributes set.
+    """
+    n_samples = X_t.shape[0]
     estimator._optimizer = None
     estimator._fitted_settings = None  # a later warm_start fit starts afresh
     noise_seed = estimator._seeds(np.random.RandomState(estimator._shuffle_seed + 1), 1)[0]
@@ -100,13 +144,18 @@ def fit_sampled(estimator, X, y):
 
     def trace(chain):
         gp, likelihood = chain["gp"], chain["likelihood"]
-        noise_var = likelihood.noise_std[0] ** 2
-        mean, var = conditional(gp, X_t[rhat_rows])
-        log_lik = gaussian_log_prob(y_t[rhat_rows], mean, var + noise_var)
+        extra = []
+        if _gaussian(likelihood):
+            noise_var = likelihood.noise_std[0] ** 2
+            mean, var = conditional(gp, X_t[rhat_rows])
+            log_lik = gaussian_log_prob(y_t[rhat_rows], mean, var + noise_var)
+            extra.append(noise_var.log().reshape(1))
+        else:
+            log_lik = data_log_lik(gp, likelihood, X_t[rhat_rows], y_t[rhat_rows])
         kernel = gp.kernel
         return torch.cat([
             log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
-            kernel.length_scale.log(), kernel.variance.log().reshape(1), noise_var.log().reshape(1),
+            kernel.length_scale.log(), kernel.variance.log().reshape(1), *extra,
         ])
 
     context = FitContext(generator=generator, n_data=n_samples, batch_size=estimator._batch_size(n_samples))
@@ -153,10 +202,12 @@ def _set_fitted_hyperparameters(estimator):
     with torch.no_grad():
         length_scale = softplus(_per_sample(estimator, "gp.kernel.raw_length_scale"))
         variance = softplus(_per_sample(estimator, "gp.kernel.raw_variance"))
-        noise_std = softplus(_per_sample(estimator, "likelihood.raw_noise")) + estimator.module_["likelihood"]._floor
         estimator.length_scale_ = length_scale.mean(0).cpu().numpy().copy()
-        estimator.signal_std_ = float(variance.mean().sqrt()) * estimator._y_scale
-        estimator.noise_std_ = float(noise_std.square().mean().sqrt()) * estimator._y_scale
+        estimator.signal_std_ = float(variance.mean().sqrt()) * estimator._signal_scale
+        likelihood = estimator.module_["likelihood"]
+        if _gaussian(likelihood):
+            noise_std = softplus(_per_sample(estimator, "likelihood.raw_noise")) + likelihood._floor
+            estimator.noise_std_ = float(noise_std.square().mean().sqrt()) * estimator._y_scale
         estimator.inducing_points_ = estimator.module_["gp"].inducing_points.cpu().numpy().copy()
     estimator.__dict__.pop("kernel_", None)
 
@@ -192,6 +243,51 @@ def _sample_marginals(estimator, X):
         variances.append(var)
     samples.load_(samples.n_samples - 1, module)
     return np.stack(means), np.stack(variances)
+
+
+def class_probability_draws(estimator, X, fn):
+    """``fn(p)`` for the per-sample class probabilities p, shape (n_samples_kept, n_block_rows, n_classes).
+
+    For each kept sample s, p_s(x) = E_{N(f | mu_s(x), v_s(x))}[p(y | f)],
+    the FITC conditional of that sample (Rossi 2022, eqs. 6.9-6.10) pushed
+    through the likelihood's ``predictive_proba`` (eq. 6.14 for the probit
+    link, quadrature otherwise); their average over the samples is the
+    Monte-Carlo estimate of the posterior predictive (eq. 6.13 averaged
+    over the posterior of eq. 6.17).
+
+    Parameters
+    ----------
+    estimator : SparseGPClassifier
+        Fitted with a sampling inference method.
+    X : ndarray of shape (n, d)
+        Validated inputs.
+    fn : callable
+        Maps a tensor p of shape (S, n_block_rows, n_classes) to a tensor
+        or a tuple of tensors with the rows on their first axis.
+
+    Returns
+    -------
+    out : ndarray or tuple of ndarray
+        ``fn``'s results gathered over the blocks of rows.
+    """
+    module = estimator.module_
+    samples, gp, likelihood = module["samples"], module["gp"], module["likelihood"]
+    n_classes = len(estimator.classes_)
+
+    def block(x, rows):
+        p = []
+        for s in range(samples.n_samples):
+            samples.load_(s, module)
+            mean, var = conditional(gp, x)
+            p.append(likelihood.predictive_proba(mean, var))
+        return fn(torch.stack(p))
+
+    try:
+        # Per row: M values of the cross term of one sample, and the S * C probabilities.
+        return estimator._predict_in_blocks(X, block, row_size=gp.n_inducing * (gp.n_latent or 1)
+                                            + samples.n_samples * n_classes)
+    finally:
+        samples.load_(samples.n_samples - 1, module)
 
 
 def log_predictive_density(estimator, X, y):

@@ -13,8 +13,11 @@ from sklearn.utils.validation import validate_data
 from .._docstrings import fill_doc
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
 from .._uncertainty import ClassifierUncertaintyMixin
+from ..inference import InferenceMethod
 from ..nn import BinaryLikelihood, RobustMaxLikelihood, SoftmaxLikelihood
+from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
 from ..nn.kernels import from_sklearn_kernel
+from . import _bsgp
 from ._base import KERNELS, BaseSparseGP
 
 # Likelihoods of one latent function (two classes only).
@@ -244,6 +247,8 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
         "warm_start": ["boolean"],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
+        "inference": [None, InferenceMethod],
+        "inducing_prior": [StrOptions(set(INDUCING_PRIORS))],
         **TRAINING_CONSTRAINTS,
     }
 
@@ -277,6 +282,8 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         device="auto",
         dtype=None,
         n_mc_predict=100,
+        inference=None,
+        inducing_prior="normal",
     ):
         self.kernel = kernel
         self.n_inducing = n_inducing
@@ -302,15 +309,27 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         self.device = device
         self.dtype = dtype
         self.n_mc_predict = n_mc_predict
+        self.inference = inference
+        self.inducing_prior = inducing_prior
 
     # ------------------------------------------------------------------ fitting
     def _resolve_likelihood(self, n_classes):
+        sampled = self.inference is not None
         if self.likelihood == "auto":
-            return "probit" if n_classes == 2 else "softmax"
+            if n_classes == 2:
+                return "probit"
+            return "robustmax" if sampled else "softmax"
         if self.likelihood in _BINARY_LINKS and n_classes > 2:
             raise ValueError(
                 f"likelihood={self.likelihood!r} is for two classes; y has {n_classes}. "
                 "Use 'softmax' or 'robustmax' (or 'auto') for more classes."
+            )
+        if sampled and self.likelihood == "softmax":
+            raise ValueError(
+                f"SparseGPClassifier with inference={type(self.inference).__name__}(...) cannot use "
+                "likelihood='softmax': the sampled posterior (Rossi 2022, eq. 6.17) needs the log of the "
+                "expected likelihood under the FITC conditional, which the softmax has in no cheap form "
+                "(a Monte-Carlo average inside the log is biased). Use likelihood='robustmax' (or 'auto')."
             )
         return self.likelihood
 
@@ -390,10 +409,14 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         classes, encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"SparseGPClassifier needs samples of at least 2 classes; got 1 class ({classes[0]!r}).")
+        method = None if self.inference is None else _bsgp.check_sampling_method(self)
         likelihood = self._resolve_likelihood(len(classes))
         self.classes_ = classes
         encoded = encoded.astype(np.float64)
-        if self._can_warm_start(X.shape[1]):
+        for name in ("inference_", "inference_diagnostics_"):
+            self.__dict__.pop(name, None)
+        # A sampled fit always starts afresh (its chains start from a new variational fit).
+        if method is None and self._can_warm_start(X.shape[1]) and not _bsgp.is_sampled(self):
             encoded = self._continue(encoded)
         else:
             self.likelihood_ = likelihood
@@ -401,10 +424,13 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
             self._fitted_classes = classes
         mc_seed, self._predict_seed = self._seeds(check_random_state(self.random_state), 4)[2:]
         self._mc_generator = self._generator(mc_seed, self.device_)
+        X_t, y_t = self._to_tensor(X), self._to_tensor(encoded)
         try:
-            result = self._train(self._to_tensor(X), self._to_tensor(encoded), X.shape[0], self._shuffle_seed)
+            result = self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
         finally:
             del self._mc_generator
+        if method is not None:  # the chains start from the variational fit (Rossi 2022, section 6.3)
+            return _bsgp.sample_posterior(self, method, X_t, y_t)
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.n_seen_ = X.shape[0]
@@ -449,7 +475,11 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
 
         %(predict_raises)s
         """
-        mean, var = self._over_blocks(self._validate_X_predict(X), lambda m, v, rows: (m, v))
+        X = self._validate_X_predict(X)
+        if _bsgp.is_sampled(self):
+            mean, var = _bsgp.latent_marginals(self, X)
+        else:
+            mean, var = self._over_blocks(X, lambda m, v, rows: (m, v))
         return mean, np.sqrt(var)
 
     def decision_function(self, X):
@@ -479,7 +509,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         likelihood = self.module_["likelihood"]
         if not self._binary:
             return np.log(self.predict_proba(X))
-        if likelihood.link == "probit":
+        if likelihood.link == "probit" and not _bsgp.is_sampled(self):
             return self._over_blocks(X, lambda m, v, rows: m / torch.sqrt(1.0 + v))
         proba = self.predict_proba(X)
         return np.log(proba[:, 1]) - np.log(proba[:, 0])
@@ -501,6 +531,8 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         %(predict_raises)s
         """
         X = self._validate_X_predict(X)
+        if _bsgp.is_sampled(self):
+            return _bsgp.class_probability_draws(self, X, lambda p: p.mean(0))
         likelihood = self.module_["likelihood"]
         if isinstance(likelihood, SoftmaxLikelihood):
             eps = self._standard_draws()
@@ -523,6 +555,8 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         marginal of each row is q(f(x)) exactly); p_t = p(y | f_t(x)).
         """
         X = self._validate_X_predict(X)
+        if _bsgp.is_sampled(self):  # one draw per kept sample: its predictive probabilities
+            return _bsgp.class_probability_draws(self, X, fn)
         likelihood = self.module_["likelihood"]
         eps = self._standard_draws()
         shape = (-1, 1) if self._binary else (-1, 1, eps.shape[-1])

@@ -12,8 +12,16 @@ by samples of their joint posterior (Rossi 2022, eq. 6.17):
 
 with the FITC conditional p(f_n | u) = N(mu~_n, sigma~_n^2) (eqs. 6.9-6.10),
 so that for Gaussian noise the data term is (eq. 6.12)
-sum_n log N(y_n | mu~_n, sigma~_n^2 + sigma^2). On a minibatch B the sum is
-scaled by N / |B| (eq. 2.27), which gives the energy that SGHMC samples.
+sum_n log N(y_n | mu~_n, sigma~_n^2 + sigma^2). For classification
+(:func:`data_log_lik`) it is the log of the one-dimensional expectation of
+eq. 6.13: with the probit link sum_n log Phi(y~_n mu~_n / sqrt(1 +
+sigma~_n^2)), y~_n = +-1 (eq. 6.14); with the logit link a Gauss-Hermite
+quadrature inside the log; with C classes and the robust-max likelihood one
+latent function per class, each with its own v and the same FITC variance,
+and the log of the robust-max predictive probability of the observed class.
+The softmax likelihood has no cheap log-expectation and is not supported.
+On a minibatch B the sum is scaled by N / |B| (eq. 2.27), which gives the
+energy that SGHMC samples.
 
 Coordinates. The inducing values are sampled whitened, v ~ N(0, I) and
 u = L_zz v with L_zz = chol(K_zz) (as in the authors' released code, not
@@ -57,8 +65,8 @@ from torch import nn
 from .functional import gaussian_log_prob
 from .priors import dpp_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
-__all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "fitc_log_lik", "mixture_moments",
-           "neg_log_posterior"]
+__all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "data_log_lik", "fitc_log_lik",
+           "mixture_moments", "neg_log_posterior"]
 
 #: The priors p(Z) of the inducing inputs (Rossi 2022, section 6.3.1).
 INDUCING_PRIORS = ("normal", "dpp", "uniform")
@@ -103,7 +111,8 @@ class SparseGPPriors:
         gp : skbayes.nn.SVGP
             Its ``q_mean`` holds the whitened inducing values v; its kernel
             stores ``raw_length_scale`` and ``raw_variance`` (softplus).
-        likelihood : skbayes.nn.GaussianLikelihood
+        likelihood : skbayes.nn.GaussianLikelihood or a classification likelihood
+            The noise prior applies only to a likelihood with a ``raw_noise``.
         chol_zz : torch.Tensor of shape (M, M)
             chol(K_zz), for the determinantal prior.
 
@@ -122,8 +131,8 @@ class SparseGPPriors:
         for raw, (loc, scale) in ((kernel.raw_length_scale, self.length_scale), (kernel.raw_variance, self.variance)):
             if raw.requires_grad:
                 total = total + log_normal_raw_log_prob(raw, loc, scale).sum()
-        raw = likelihood.raw_noise
-        if raw.requires_grad:
+        raw = getattr(likelihood, "raw_noise", None)
+        if raw is not None and raw.requires_grad:
             loc, scale = self.noise_variance
             total = total + log_normal_raw_log_prob(
                 raw, loc, scale, transform="softplus_squared", floor=likelihood._floor
@@ -140,21 +149,26 @@ def conditional(gp, x, chol_zz=None):
     Parameters
     ----------
     gp : skbayes.nn.SVGP
-        With a single latent function.
+        With one latent function, or L of them (``n_latent``; v of shape
+        (L, M), one row per latent, sharing Z and the kernel).
     x : torch.Tensor of shape (n, d)
     chol_zz : torch.Tensor of shape (M, M), optional
         A precomputed ``gp.chol_zz()``.
 
     Returns
     -------
-    mean, var : torch.Tensor of shape (n,)
-        The variance is clipped at 0 against round-off.
+    mean, var : torch.Tensor of shape (n,), or (n, L) with L latents
+        The variance, the same for every latent, is clipped at 0 against
+        round-off.
     """
     if chol_zz is None:
         chol_zz = gp.chol_zz()
     a = gp._whitened_cross(x, chol_zz)
-    mean = a.T @ gp.q_mean + gp.mean_constant
-    return mean, (gp.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
+    var = (gp.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
+    if gp.q_mean.ndim == 1:
+        return a.T @ gp.q_mean + gp.mean_constant, var
+    mean = a.T @ gp.q_mean.T + gp.mean_constant
+    return mean, var[:, None].expand_as(mean)
 
 
 def fitc_log_lik(gp, x, y, noise_var, chol_zz=None):
@@ -181,6 +195,44 @@ def fitc_log_lik(gp, x, y, noise_var, chol_zz=None):
     return gaussian_log_prob(y, mean, var + noise_var)
 
 
+def data_log_lik(gp, likelihood, x, y, chol_zz=None):
+    r"""log E_{p(f_n | v)}[p(y_n | f_n)] per row: the data term of Rossi 2022, eq. 6.17.
+
+    Gaussian likelihood: log N(y_n | mu~_n, sigma~_n^2 + sigma^2)
+    (:func:`fitc_log_lik`, eq. 6.12). Classification likelihood: its
+    ``log_predictive_prob`` at the FITC conditional (eq. 6.13; for the
+    probit link log Phi(y~_n mu~_n / sqrt(1 + sigma~_n^2)), eq. 6.14).
+
+    Parameters
+    ----------
+    gp : skbayes.nn.SVGP
+    likelihood : skbayes.nn.GaussianLikelihood, skbayes.nn.BinaryLikelihood or skbayes.nn.RobustMaxLikelihood
+    x : torch.Tensor of shape (n, d)
+    y : torch.Tensor of shape (n,)
+        Targets, or class indices.
+    chol_zz : torch.Tensor of shape (M, M), optional
+
+    Returns
+    -------
+    log_lik : torch.Tensor of shape (n,)
+        In nats.
+
+    Raises
+    ------
+    ValueError
+        For a likelihood without a log-expectation (the softmax).
+    """
+    if hasattr(likelihood, "noise_std"):
+        return fitc_log_lik(gp, x, y, likelihood.noise_std[0].square(), chol_zz)
+    if not hasattr(likelihood, "log_predictive_prob"):
+        raise ValueError(
+            f"{type(likelihood).__name__} has no log-expectation of the likelihood under a Gaussian "
+            "(log_predictive_prob); the Bayesian sparse GP cannot use it."
+        )
+    mean, var = conditional(gp, x, chol_zz)
+    return likelihood.log_predictive_prob(y, mean, var)
+
+
 def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
     r"""Per-datum minibatch energy U / N of the BSGP posterior (Rossi 2022, eq. 6.17).
 
@@ -191,7 +243,9 @@ def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
         - \frac{\log p(v) + \log p(Z) + \log p(\theta) + \log p(\sigma^2)}{N},
 
     an unbiased estimate of minus the log posterior (up to a constant)
-    divided by N: eq. 6.17 with the minibatch scaling of eq. 2.27. This is
+    divided by N: eq. 6.17 with the minibatch scaling of eq. 2.27. With a
+    classification likelihood the Gaussian term is replaced by the log of
+    the expected likelihood of :func:`data_log_lik` (eqs. 6.13-6.14). This is
     the loss that :class:`skbayes.nn.SGHMC` takes (it multiplies the
     gradient by N).
 
@@ -199,10 +253,11 @@ def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
     ----------
     gp : skbayes.nn.SVGP
         The current sample: v in ``q_mean``, Z, the kernel.
-    likelihood : skbayes.nn.GaussianLikelihood
-        With one output.
+    likelihood : skbayes.nn.GaussianLikelihood, skbayes.nn.BinaryLikelihood or skbayes.nn.RobustMaxLikelihood
+        Gaussian with one output, or a classification likelihood.
     x : torch.Tensor of shape (batch_size, d)
     y : torch.Tensor of shape (batch_size,)
+        Targets, or class indices.
     n_data : int
         N.
     priors : SparseGPPriors
@@ -212,8 +267,7 @@ def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
     energy : torch.Tensor, scalar
     """
     chol_zz = gp.chol_zz()
-    noise_var = likelihood.noise_std[0].square()
-    log_lik = fitc_log_lik(gp, x, y, noise_var, chol_zz)
+    log_lik = data_log_lik(gp, likelihood, x, y, chol_zz)
     return -log_lik.mean() - priors.log_prob(gp, likelihood, chol_zz) / n_data
 
 

@@ -18,6 +18,12 @@ latent values f(x) of each row, independent Gaussians q(f) = N(mu, s^2):
 - ``conditional_proba(f)``: p(y = c | f) for draws of f, shape
   (..., n, n_classes).
 
+:class:`BinaryLikelihood` and :class:`RobustMaxLikelihood` also give
+``log_predictive_prob(y, f_mean, f_var)``, log E_q(f)[p(y | f)] at the
+observed class, the data term of the Bayesian sparse GP (Rossi 2022, eqs.
+6.13-6.14); the softmax has no cheap form of it (a Monte-Carlo average
+inside the log would be biased).
+
 One-dimensional expectations use Gauss-Hermite quadrature,
 int exp(-x^2) g(x) dx ~= sum_i w_i g(x_i), i.e. E_{N(mu, s^2)}[g(f)] ~=
 pi^{-1/2} sum_i w_i g(mu + sqrt(2) s x_i) ([Abramowitz1964]_, 25.4.46), with
@@ -343,6 +349,35 @@ class BinaryLikelihood(nn.Module):
             p1 = _quadrature(torch.sigmoid, f_mean, f_var, self.n_quadrature)
         return torch.stack([1.0 - p1, p1], dim=-1)
 
+    def log_predictive_prob(self, y, f_mean, f_var):
+        r"""log E_{N(f | f_mean, f_var)}[p(y | f)] of each row, the log of the expected likelihood.
+
+        The data term of the Bayesian sparse GP (Rossi 2022, eq. 6.13, the
+        log of the expectation, not the expectation of the log of
+        :meth:`expected_log_prob`). Probit: log Phi(y~ mu / sqrt(1 + s^2))
+        with y~ = 2y - 1 (eq. 6.14), by ``log_ndtr`` (accurate in the far
+        tail); logit: log sum_i w_i sigma(y~ f_i) over the Gauss-Hermite
+        nodes f_i, as a log-sum-exp.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Labels 0 or 1.
+        f_mean, f_var : torch.Tensor of shape (n,)
+            Mean and variance (>= 0) of f.
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (n,)
+            In nats; differentiable in f_mean and f_var.
+        """
+        sign = 2.0 * y.to(f_mean.dtype) - 1.0
+        if self.link == "probit":
+            return torch.special.log_ndtr(sign * f_mean / torch.sqrt(1.0 + f_var.clamp_min(0.0)))
+        nodes, weights = gauss_hermite(self.n_quadrature, device=f_mean.device, dtype=f_mean.dtype)
+        f = f_mean + f_var.clamp_min(0.0).sqrt() * nodes[:, None]
+        return torch.logsumexp(weights.log()[:, None] + F.logsigmoid(sign * f), dim=0)
+
     def conditional_proba(self, f):
         """p(y | f) for draws of f: shape (..., n) -> (..., n, 2)."""
         p1 = torch.special.ndtr(f) if self.link == "probit" else torch.sigmoid(f)
@@ -510,6 +545,26 @@ class RobustMaxLikelihood(nn.Module):
         p = self.prob_max(f_mean, f_var)
         p = p / p.sum(-1, keepdim=True)  # remove the quadrature error from the normalisation
         return (1.0 - self.epsilon) * p + self._wrong() * (1.0 - p)
+
+    def log_predictive_prob(self, y, f_mean, f_var):
+        """log p(y) of :meth:`predictive_proba` at the observed class, the log of the expected likelihood.
+
+        The data term of the Bayesian sparse GP (Rossi 2022, eq. 6.13); it
+        is at least log(epsilon / (C - 1)), so the log needs no care.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n,)
+            Class indices.
+        f_mean, f_var : torch.Tensor of shape (n, C)
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (n,)
+            In nats.
+        """
+        proba = self.predictive_proba(f_mean, f_var)
+        return proba.gather(-1, y.long().reshape(-1, 1)).squeeze(-1).log()
 
     def conditional_proba(self, f):
         """p(y = c | f) for draws of f: shape (..., n, C)."""
