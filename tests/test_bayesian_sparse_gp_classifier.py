@@ -8,7 +8,6 @@ import pytest
 import torch
 from scipy import integrate, stats
 from scipy.linalg import cholesky, solve_triangular
-from sklearn.base import clone
 from sklearn.datasets import load_iris, make_moons
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF
@@ -18,7 +17,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from skbayes import SparseGPClassifier
 from skbayes.inference import PBP, SGHMC, MCDropout
-from skbayes.nn import RobustMaxLikelihood
+from skbayes.nn import BinaryLikelihood, RobustMaxLikelihood
 from skbayes.nn.bayesian_sparse_gp import SparseGPPriors, neg_log_posterior
 
 
@@ -118,8 +117,6 @@ def test_probit_energy_against_quadrature_and_scipy_priors(binary_fit):
 
 
 def test_logit_and_robustmax_log_expectations_against_quadrature():
-    from skbayes.nn import BinaryLikelihood
-
     rng = np.random.RandomState(0)
     mean, var = rng.randn(6) * 2, rng.uniform(0.01, 3.0, 6)
     y = np.array([0, 1, 1, 0, 1, 0])
@@ -251,7 +248,8 @@ def test_fitted_attributes_and_pickle(binary_fit):
     assert isinstance(model.inference_, SGHMC) and model.inference_ is not model.inference
     assert {"rhat", "rhat_log_lik", "rhat_hyperparameters"} <= set(model.inference_diagnostics_)
     assert model.length_scale_.shape == (2,) and model.signal_std_ > 0 and model.inducing_points_.shape == (8, 2)
-    assert len(model.loss_curve_) == model.n_iter_ == 30 + 2 * 5  # the sampler's epochs: burn-in, then thinning per kept sample
+    # The sampler's epochs: the burn-in, then `thinning` per kept sample.
+    assert len(model.loss_curve_) == model.n_iter_ == 30 + 2 * 5
     loaded = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
 

@@ -98,7 +98,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         Optimise the kernel hyperparameters and the constant prior means;
         False keeps them at their initial values (q(u) is still fitted).
     likelihood : {"auto", "probit", "logit", "softmax", "robustmax"}, default="auto"
-        ``"auto"``: ``"probit"`` for two classes, ``"softmax"`` for more.
+        ``"auto"``: ``"probit"`` for two classes, ``"softmax"`` for more
+        (``"robustmax"`` with an ``inference`` method, which cannot use the
+        softmax).
         ``"probit"`` and ``"logit"``: Bernoulli likelihood of one latent
         function, p(y = 1 | f) = Phi(f) or sigma(f) (two classes only).
         ``"softmax"``: p(y = c | f) = softmax(f)_c over C latent functions.
@@ -159,7 +161,39 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         quadrature). The draws are seeded from ``random_state`` at ``fit``,
         so predictions are deterministic, and they are shared by the rows
         (f_t(x) = mu(x) + s(x) eps_t), so a row's result does not depend on
-        the other rows.
+        the other rows. Not used with an ``inference`` method, whose kept
+        samples are the draws.
+    inference : None or InferenceMethod, default=None
+        None: the variational classifier described above. An inference
+        method object that can sample GPs, ``SGHMC(...)``
+        (:class:`skbayes.inference.SGHMC`): the Bayesian sparse GP (BSGP) of
+        [Rossi2022]_, section 6.3, as in :class:`~skbayes.SparseGPRegressor`:
+        the whitened inducing values v of every latent function, the
+        length-scales, the signal variance and the inducing inputs (with
+        ``learn_inducing``) are sampled jointly from the posterior of eq.
+        6.17 with log-normal hyperpriors, whose data term is the log of the
+        expected likelihood under the FITC conditional N(mu~_n, s~_n^2) of
+        f_n given v (eq. 6.13): log Phi(y~_n mu~_n / sqrt(1 + s~_n^2)) with
+        y~_n = +-1 for the probit link (eq. 6.14), Gauss-Hermite quadrature
+        inside the log for the logit link and the robust-max likelihood. The
+        softmax likelihood has no such cheap form and raises a ValueError
+        (``"auto"`` picks the robust-max for more than two classes).
+        :meth:`predict_proba` averages over the kept samples the class
+        probabilities of each sample's FITC conditional, and the kept
+        samples are the draws of :meth:`predict_uncertainty`. The chains
+        start from the variational fit above (all the training parameters
+        apply to it), each with v drawn from the fitted q(v), then follow
+        the method's own schedule of epochs. It needs a string kernel;
+        ``learn_hyperparameters=False`` keeps the kernel fixed; a fit always
+        starts afresh (``warm_start`` does not apply). Other methods (e.g.
+        ``MCDropout``) raise a ValueError. The method object is cloned,
+        never changed; the clone is ``inference_``. See
+        ``doc/bayesian_sparse_gp.md``.
+    inducing_prior : {"normal", "dpp", "uniform"}, default="normal"
+        Prior p(Z) of the sampled inducing inputs ([Rossi2022]_, section
+        6.3.1): N(0, I) per point (assumes standardised X), the
+        determinantal prior p(Z) ∝ det K_zz, or flat. Used with an
+        ``inference`` method only.
 
     Attributes
     ----------
@@ -172,7 +206,10 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         for the softmax and robust-max likelihoods) and ``"likelihood"``
         (:class:`skbayes.nn.BinaryLikelihood`,
         :class:`skbayes.nn.SoftmaxLikelihood` or
-        :class:`skbayes.nn.RobustMaxLikelihood`).
+        :class:`skbayes.nn.RobustMaxLikelihood`); with an ``inference``
+        method also ``"samples"``
+        (:class:`skbayes.nn.bayesian_sparse_gp.KeptStates`, the kept
+        samples, chain-major), and ``"gp"`` holds the last one.
     inducing_points_ : ndarray of shape (n_inducing_, n_features)
         Fitted inducing inputs Z.
     n_inducing_ : int
@@ -181,13 +218,26 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         With a kernel object: the same structure with the fitted
         hyperparameter values. With a string kernel:
         ``ConstantKernel(s^2) * RBF(l)`` (``Matern`` for the Matérn
-        strings) with the fitted values.
+        strings) with the fitted values. Not set with an ``inference``
+        method (the hyperparameters are a mixture).
     length_scale_ : ndarray of shape (n_features,) or None
-        Fitted length-scales (None with a kernel object).
+        Fitted length-scales (None with a kernel object); with an
+        ``inference`` method their posterior mean over the kept samples.
     signal_std_ : float or None
-        Fitted standard deviation of f (None with a kernel object).
+        Fitted standard deviation of f (None with a kernel object); with an
+        ``inference`` method sqrt of the posterior mean of s^2.
+    inference_ : InferenceMethod
+        Only with an ``inference`` method: the clone used by the last fit.
+    inference_diagnostics_ : dict
+        Only with an ``inference`` method: ``"rhat"``, the largest split
+        R-hat over the chains of the traced scalars (the mean and the first
+        8 training log-likelihoods of eq. 6.13 over the first 512 rows, the
+        log length-scales and log signal variance), split into
+        ``"rhat_log_lik"`` and ``"rhat_hyperparameters"``, and
+        ``"n_kept_samples"`` (all chains).
     loss_curve_ : list of float
-        Per-datum negative ELBO (nats) of each epoch.
+        Per-datum negative ELBO (nats) of each epoch; with an ``inference``
+        method the per-datum energy (eq. 6.17) of each sampling epoch.
     %(n_iter_)s
     n_seen_ : int
         Training rows, the N of the objective.
@@ -465,6 +515,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     def predict_latent(self, X):
         """Mean and standard deviation of the latent q(f(x)) (Rossi 2022, eq. 6.7).
 
+        With an ``inference`` method: those of the mixture over the kept
+        samples of their FITC conditionals (eqs. 6.9-6.10).
+
         %(parameters_X)s
 
         Returns
@@ -493,7 +546,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         predict_proba``, one column per class. So, as scikit-learn expects,
         the scores rank the rows as :meth:`predict_proba` does and their
         sign (argmax) is :meth:`predict`; where s = 0 the binary scores are
-        the latent mean itself. :meth:`predict_latent` gives mu and s.
+        the latent mean itself. :meth:`predict_latent` gives mu and s. With
+        an ``inference`` method the binary score is log(p_1 / p_0) of
+        :meth:`predict_proba` for both links.
 
         %(parameters_X)s
 
@@ -520,6 +575,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         Probit: the closed form Phi(mu / sqrt(1 + s^2)) (Rossi 2022, eq.
         6.14); logit and robust-max: Gauss-Hermite quadrature; softmax: the
         average of softmax(mu + s * eps_t) over ``n_mc_predict`` seeded draws.
+        With an ``inference`` method: the average over the kept samples of
+        the same expectation under each sample's FITC conditional of f(x)
+        given v (eqs. 6.9-6.10) with its Z and hyperparameters.
 
         %(parameters_X)s
 
@@ -553,6 +611,11 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
 
         f_t(x) = mu(x) + s(x) eps_t with eps_t shared by the rows (the
         marginal of each row is q(f(x)) exactly); p_t = p(y | f_t(x)).
+        With an ``inference`` method the draws are the kept samples, p_s =
+        the class probabilities of sample s's FITC conditional
+        (:func:`skbayes.gaussian_process._bsgp.class_probability_draws`), so
+        that the expected entropy and the mutual information are over the
+        posterior samples of (v, theta, Z).
         """
         X = self._validate_X_predict(X)
         if _bsgp.is_sampled(self):  # one draw per kept sample: its predictive probabilities
