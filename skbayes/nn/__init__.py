@@ -64,7 +64,7 @@ from .likelihoods import (
     SoftmaxLikelihood,
     gauss_hermite,
 )
-from .linalg import cholesky
+from .linalg import cholesky, fast_walsh_hadamard
 from .networks import (
     MLP,
     BayesianLayerStack,
@@ -135,6 +135,7 @@ __all__ = [
     "adf_gaussian_update",
     "blr_mean_field",
     "cholesky",
+    "fast_walsh_hadamard",
     "covariance_gradient",
     "forward_with_parameters",
     "from_sklearn_kernel",
