@@ -24,7 +24,6 @@ import numpy as np
 import torch
 
 from ..inference import FitContext, resolve_inference
-from ..nn import gaussian_log_prob
 from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, data_log_lik, mixture_moments, neg_log_posterior
 
 __all__ = ["check_sampling_method", "class_probability_draws", "fit_sampled", "is_sampled", "joint",
@@ -144,14 +143,8 @@ def sample_posterior(estimator, method, X_t, y_t):
 
     def trace(chain):
         gp, likelihood = chain["gp"], chain["likelihood"]
-        extra = []
-        if _gaussian(likelihood):
-            noise_var = likelihood.noise_std[0] ** 2
-            mean, var = conditional(gp, X_t[rhat_rows])
-            log_lik = gaussian_log_prob(y_t[rhat_rows], mean, var + noise_var)
-            extra.append(noise_var.log().reshape(1))
-        else:
-            log_lik = data_log_lik(gp, likelihood, X_t[rhat_rows], y_t[rhat_rows])
+        log_lik = data_log_lik(gp, likelihood, X_t[rhat_rows], y_t[rhat_rows])
+        extra = [likelihood.noise_std[0].square().log().reshape(1)] if _gaussian(likelihood) else []
         kernel = gp.kernel
         return torch.cat([
             log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
@@ -196,6 +189,12 @@ def _per_sample(estimator, name):
     return value[name].detach()[None].expand(samples.n_samples, *value[name].shape)
 
 
+def _noise_std_samples(estimator):
+    """The noise standard deviation of every kept sample, shape (n_samples_kept, ...), standardised units."""
+    likelihood = estimator.module_["likelihood"]
+    return torch.nn.functional.softplus(_per_sample(estimator, "likelihood.raw_noise")) + likelihood._floor
+
+
 def _set_fitted_hyperparameters(estimator):
     """Posterior means of the hyperparameters and the noise, in the units of X and y."""
     softplus = torch.nn.functional.softplus
@@ -206,7 +205,7 @@ def _set_fitted_hyperparameters(estimator):
         estimator.signal_std_ = float(variance.mean().sqrt()) * estimator._signal_scale
         likelihood = estimator.module_["likelihood"]
         if _gaussian(likelihood):
-            noise_std = softplus(_per_sample(estimator, "likelihood.raw_noise")) + likelihood._floor
+            noise_std = _noise_std_samples(estimator)
             estimator.noise_std_ = float(noise_std.square().mean().sqrt()) * estimator._y_scale
         estimator.inducing_points_ = estimator.module_["gp"].inducing_points.cpu().numpy().copy()
     estimator.__dict__.pop("kernel_", None)
@@ -273,12 +272,17 @@ def class_probability_draws(estimator, X, fn):
     module = estimator.module_
     samples, gp, likelihood = module["samples"], module["gp"], module["likelihood"]
     n_classes = len(estimator.classes_)
+    chols = []
+    with torch.no_grad():
+        for s in range(samples.n_samples):
+            samples.load_(s, module)
+            chols.append(gp.chol_zz())
 
     def block(x, rows):
         p = []
-        for s in range(samples.n_samples):
+        for s, chol_zz in enumerate(chols):
             samples.load_(s, module)
-            mean, var = conditional(gp, x)
+            mean, var = conditional(gp, x, chol_zz)
             p.append(likelihood.predictive_proba(mean, var))
         return fn(torch.stack(p))
 
@@ -321,8 +325,7 @@ def log_predictive_density(estimator, X, y):
 
     means, variances = _sample_marginals(estimator, X)
     with torch.no_grad():
-        noise = torch.nn.functional.softplus(_per_sample(estimator, "likelihood.raw_noise"))
-        noise = noise + estimator.module_["likelihood"]._floor
+        noise = _noise_std_samples(estimator)
     noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
     scale = estimator._y_scale
     log_pdf = norm.logpdf(
