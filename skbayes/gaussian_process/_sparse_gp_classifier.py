@@ -416,14 +416,10 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     def _can_warm_start(self, n_features):
         return super()._can_warm_start(n_features) and np.array_equal(self._fitted_classes, self.classes_)
 
-    def _latent_var(self, cond_var, q_var):
-        return cond_var + q_var if q_var.ndim == 1 else cond_var[:, None] + q_var
-
     def _minibatch_loss(self, x, y, n_data):
         """-(1/B) sum_batch E_q[log p(y_i | f_i)] + KL(q(u) || p(u)) / N ([Hensman2015c]_, section 3, divided by N)."""
         gp, likelihood = self.module_["gp"], self.module_["likelihood"]
-        mean, cond_var, q_var = gp.marginals(x)
-        var = self._latent_var(cond_var, q_var)
+        mean, var = gp.predict_f(x)  # the marginals q(f_n) = N(mean, var), one column per latent
         if isinstance(likelihood, SoftmaxLikelihood):
             expected = likelihood.expected_log_prob(y, mean, var, generator=self._mc_generator)
         else:
