@@ -520,7 +520,26 @@ def from_sklearn_kernel(kernel, learn=True, *, device=None, dtype=None):
     covariance; the model puts its variance into the likelihood). The modules
     start at the kernel's hyperparameter values; ``*_bounds="fixed"`` (or
     ``learn=False``) makes a hyperparameter a buffer, other bounds are kept
-    by :class:`BoundedPositive`.
+    by :class:`BoundedPositive`. Each module cites the equation of [RW2006]_
+    it implements.
+
+    Parameters
+    ----------
+    kernel : sklearn.gaussian_process.kernels.Kernel
+        The kernel expression, its values in the units of X and of the
+        targets the model works in.
+    learn : bool, default=True
+        Make the hyperparameters that are not ``"fixed"`` trainable
+        parameters; False makes them all buffers.
+    device, dtype : optional
+        Where and in which precision the hyperparameters live.
+
+    Returns
+    -------
+    module : torch.nn.Module
+        With ``forward(x1, x2) -> (n1, n2)`` and ``diag(x) -> (n,)`` for
+        inputs of shape (n, d), equal to ``kernel(x1, x2)`` and
+        ``kernel.diag(x)``.
 
     Raises
     ------
@@ -547,7 +566,18 @@ def from_sklearn_kernel(kernel, learn=True, *, device=None, dtype=None):
 def to_sklearn_kernel(module, kernel):
     """A scikit-learn kernel like ``kernel``, with the hyperparameter values of ``module``.
 
-    ``module`` is ``from_sklearn_kernel(kernel)``, possibly trained.
+    Parameters
+    ----------
+    module : torch.nn.Module
+        ``from_sklearn_kernel(kernel)``, possibly trained.
+    kernel : sklearn.gaussian_process.kernels.Kernel
+        The expression it was translated from; it is not modified.
+
+    Returns
+    -------
+    fitted : sklearn.gaussian_process.kernels.Kernel
+        A clone of ``kernel`` (same structure, bounds and printed form) with
+        the module's current values, in the same units ([RW2006]_, chapter 4).
     """
     from sklearn.base import clone
 
