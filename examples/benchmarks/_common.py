@@ -274,3 +274,24 @@ def select_methods(methods, names):
     if unknown:
         raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {list(methods)}")
     return {name: entry for name, entry in methods.items() if name.lower() in wanted}
+
+
+def registry_parser(doc, quick_help, default_output_dir):
+    """An argument parser with the options shared by the registry benchmarks.
+
+    ``--quick``, ``--methods``, ``--threads``, ``--output-dir`` and ``--tag``;
+    its description is the first paragraph of ``doc`` (the script's
+    docstring). A missing ``--tag`` is for the caller to resolve (``full``
+    or ``quick``).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--methods", nargs="+", default=None, metavar="NAME",
+                        help="Registry names to run, case-insensitive (default: every method of the registry).")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N).")
+    parser.add_argument("--output-dir", default=str(default_output_dir))
+    parser.add_argument("--tag", default=None, help="Results file tag (default: full, or quick with --quick).")
+    return parser

@@ -45,7 +45,6 @@ the data and x^3): ``doc/images/cubic_toy.png`` (``cubic_toy_quick.png``
 beside the results with ``--quick``, or ``--figure``).
 """
 
-import argparse
 import json
 import sys
 import time
@@ -60,7 +59,8 @@ from skbayes.inference import SGHMC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    bnn_methods, environment, limit_threads, output_paths, print_written, run_saving, select_methods, write_atomic,
+    bnn_methods, environment, limit_threads, output_paths, print_written, registry_parser, run_saving,
+    select_methods, write_atomic,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +101,11 @@ def fit_on_grid(inference, kwargs, X, y, random_state=0, hidden=HIDDEN):
     return {"fit_time_s": fit_time, "epochs": int(model.n_iter_),
             "rhat": None if rhat is None or not np.isfinite(rhat) else float(rhat),
             "mean": out.mean, "std": out.std, "epistemic_std": out.epistemic_std}
+
+
+def _rounded(values):
+    """Grid predictions for the JSON file, to 4 decimals (units of y, which reach 216)."""
+    return np.round(values.astype(float), 4).tolist()
 
 
 def compare(pred, ref):
@@ -173,16 +178,9 @@ def markdown(report):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="Smoke run: 300 epochs, a 5,000-epoch reference, small ensembles.")
-    parser.add_argument("--methods", nargs="+", default=None,
-                        help="Registry names to run (default: every method of the registry).")
+    parser = registry_parser(__doc__, "Smoke run: 300 epochs, a 5,000-epoch reference, small ensembles.",
+                         Path(__file__).resolve().parent / "results")
     parser.add_argument("--epochs", type=int, default=None, help="Epochs per method (default: 3000, quick: 300).")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
-    parser.add_argument("--tag", default=None, help="Results file tag (default: full, or quick with --quick).")
     parser.add_argument("--figure", default=None,
                         help="Figure path (default: doc/images/cubic_toy.png; with --quick, "
                              "cubic_toy_quick.png in the output folder).")
@@ -216,7 +214,7 @@ def main(argv=None):
         print(f"reference {ref_method!r} ...", flush=True)
         ref = fit_on_grid(ref_method, {}, X, y, random_state=0)
         floor = fit_on_grid(ref_method, {}, X, y, random_state=1)
-        report["reference"] = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in ref.items()}
+        report["reference"] = {k: (_rounded(v) if isinstance(v, np.ndarray) else v) for k, v in ref.items()}
         report["reference_noise_floor"] = {"random_state": 1, "fit_time_s": floor["fit_time_s"], **compare(floor, ref)}
         print(f"  {ref['fit_time_s']:.1f} s, R-hat {ref['rhat']}; second seed vs first: "
               f"{report['reference_noise_floor']}", flush=True)
@@ -226,8 +224,8 @@ def main(argv=None):
             preds[name] = pred
             row = {"inference": repr(method), "estimator_kwargs": kwargs, "fit_time_s": pred["fit_time_s"],
                    "epochs_run": pred["epochs"], "rhat": pred["rhat"], **compare(pred, ref),
-                   "grid_mean": pred["mean"].tolist(), "grid_std": pred["std"].tolist(),
-                   "grid_epistemic_std": pred["epistemic_std"].tolist()}
+                   "grid_mean": _rounded(pred["mean"]), "grid_std": _rounded(pred["std"]),
+                   "grid_epistemic_std": _rounded(pred["epistemic_std"])}
             report["methods"][name] = row
             print(f"  {name:<22} {pred['fit_time_s']:6.1f} s  std ratio in {row['std_ratio_inside']:.2f} "
                   f"out {row['std_ratio_outside']:.2f}", flush=True)

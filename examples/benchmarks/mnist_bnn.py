@@ -58,7 +58,6 @@ Outputs ``examples/benchmarks/results/mnist_bnn_<tag>.{json,md}`` (tag
 ``full``, ``quick`` with ``--quick``, or ``--tag``).
 """
 
-import argparse
 import json
 import os
 import sys
@@ -77,7 +76,8 @@ from skbayes.metrics import expected_calibration_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    bnn_methods, environment, limit_threads, output_paths, print_written, run_saving, select_methods, write_atomic,
+    bnn_methods, environment, limit_threads, output_paths, print_written, registry_parser, run_saving,
+    select_methods, write_atomic,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,20 +156,14 @@ def markdown(report):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="Smoke run: MLP (100,), 3 epochs, 20 draws, 1,000 unlabeled images, small ensembles.")
-    parser.add_argument("--methods", nargs="+", default=None, help="Registry names (default: all for classification).")
+    parser = registry_parser(__doc__, "Smoke run: MLP (100,), 3 epochs, 20 draws, 1,000 unlabeled images, small ensembles.",
+                         Path(__file__).resolve().parent / "results")
     parser.add_argument("--max-iter", type=int, default=None, help="Epochs per method (default: 100, quick: 3).")
     parser.add_argument("--hidden", default=None, help="Hidden layer sizes, e.g. 400,400 (default; quick: 100).")
     parser.add_argument("--n-mc-predict", type=int, default=None, help="Weight draws per prediction (default 100, quick 20).")
     parser.add_argument("--n-unlabeled", type=int, default=None, help="Unlabeled images used (default: all 10,000; quick 1,000).")
     parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME or ../shared/data).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
-    parser.add_argument("--tag", default=None, help="Results file tag (default: full, or quick with --quick).")
     args = parser.parse_args(argv)
     args.max_iter = args.max_iter or (3 if args.quick else 100)
     args.hidden = tuple(int(h) for h in (args.hidden or ("100" if args.quick else "400,400")).split(","))
