@@ -14,6 +14,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``objectives.py``          minibatch negative ELBO, KL warm-up
 ``diagnostics.py``         split R-hat of MCMC chains
 ``kernels.py``             covariance functions
+``flows.py``               normalising flows (planar, RealNVP coupling)
 ``init.py``                initialisations of a mean-field posterior
 ``layers/``                linear layers, one file per posterior
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
@@ -27,6 +28,7 @@ equation cited in their docstrings. The files are laid out by role:
 from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
 from .divergences import kl_standard_normal_mvn
+from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
 from .kernels import (
@@ -100,6 +102,7 @@ __all__ = [
     "OBJECTIVES",
     "SGHMC",
     "SVGP",
+    "AffineCoupling",
     "BayesianLayerStack",
     "BayesianMLP",
     "BernoulliLikelihood",
@@ -110,6 +113,7 @@ __all__ = [
     "DeepGP",
     "DotProduct",
     "DropoutLinear",
+    "FlowSequence",
     "GaussianLikelihood",
     "HalfIntegerMatern",
     "KeptStates",
@@ -121,6 +125,7 @@ __all__ = [
     "PBPNetwork",
     "PBPOptimizer",
     "Periodic",
+    "PlanarFlow",
     "ProductKernel",
     "RBFKernel",
     "RationalQuadratic",
@@ -155,6 +160,7 @@ __all__ = [
     "kl_warmup_weight",
     "linear_mean_weights",
     "local_reparameterization",
+    "make_flow",
     "negative_elbo",
     "perturbed_nll",
     "raw_from_scale_tril",
