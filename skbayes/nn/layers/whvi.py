@@ -33,6 +33,7 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 from torch.nn import functional as F
 
+from ..flows import make_flow
 from ..functional import generator_device, inverse_softplus
 from ..linalg import fast_walsh_hadamard
 from .mean_field import gaussian_weight_draws
@@ -164,9 +165,7 @@ class WHVILinear(nn.Module):
         self.bias_rho = nn.Parameter(torch.full((out_features,), inverse_softplus(posterior_init_scale), **factory))
         self.n_flows = int(n_flows)
         if self.n_flows:
-            from ..flows import make_flow
-
-            self.flow = make_flow("planar", size, self.n_flows, generator=generator, **factory)
+            self.flow = make_flow("planar", size, self.n_flows, generator=generator, **factory)  # see _flow
         self._kl_terms = None  # log q(g) - log p(g) of the last training pass (flows)
 
     @property
@@ -204,6 +203,17 @@ class WHVILinear(nn.Module):
         out = self.s1 * fast_walsh_hadamard(g.unsqueeze(-2) * u, normalized=True)  # S_1 H diag(g) H S_2 h
         return out.flatten(-2)[..., : self.out_features]
 
+    def _flow(self, g0):
+        """The flows applied to g0 in prior-standardised units, g = sqrt(lambda) f(g0 / sqrt(lambda)).
+
+        The planar flows are built for variables of unit scale; g lives on the
+        scale sqrt(lambda). Scaling in and out leaves the log-determinant
+        that of f, and the KL to N(0, lambda I) that of f's output to N(0, I).
+        """
+        scale = math.sqrt(self.g_prior_variance)
+        z, log_det = self.flow(g0 / scale)
+        return scale * z, log_det
+
     def _draw_g(self, shape, generator):
         """g of shape (*shape, D) from q and its log q(g) - log p(g) (None for a Gaussian q)."""
         mu = self.g_mu
@@ -211,7 +221,7 @@ class WHVILinear(nn.Module):
         g0 = mu + self.g_sigma * eps.to(mu.device)
         if not self.n_flows:
             return g0, None
-        g, log_det = self.flow(g0)
+        g, log_det = self._flow(g0)
         base = Normal(mu, self.g_sigma, validate_args=False).log_prob(g0).sum(-1)
         prior = Normal(0.0, math.sqrt(self.g_prior_variance), validate_args=False).log_prob(g).sum(-1)
         return g, base - log_det - prior
@@ -223,7 +233,7 @@ class WHVILinear(nn.Module):
             if kl_terms is not None:
                 self._kl_terms = kl_terms
         else:
-            g = self.g_mu if not self.n_flows else self.flow(self.g_mu)[0]
+            g = self.g_mu if not self.n_flows else self._flow(self.g_mu)[0]
         bias = self.bias_mu
         if sample:
             eps = torch.randn((*x.shape[:-1], self.out_features), generator=generator, device=generator_device(generator, bias.device), dtype=bias.dtype)
