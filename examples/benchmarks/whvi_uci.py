@@ -66,11 +66,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
+    environment, limit_threads, loadavg, output_paths, print_written, run_saving, uci_splits, write_atomic,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
-from skbayes.datasets import fetch_uci, get_data_home  # noqa: E402
+from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import WHVI, MeanFieldVI  # noqa: E402
 
 METHODS = {"whvi": WHVI, "mfvi": MeanFieldVI}
@@ -208,26 +208,17 @@ def main(argv=None):
         write_atomic(json_path, json.dumps(report, indent=1, default=str))
 
     def run():
-        for requested in args.datasets:
-            try:
-                bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
-            except FileNotFoundError:
-                print(f"Skipping {requested}: not found", flush=True)
-                report["skipped"].append(f"{requested} (not found)")
-                continue
-            name, n_splits = bunch.name, min(args.n_splits, bunch.n_splits)
-            print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n_splits} splits", flush=True)
+        for name, split, X_train, X_test, y_train, y_test in uci_splits(
+            args.datasets, args.n_splits, args.data_home, report["skipped"]
+        ):
             rows = report["splits"].setdefault(name, {})
-            for split in range(n_splits):
-                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
-                order = list(METHODS) if split % 2 == 0 else list(METHODS)[::-1]
-                for method in order:
-                    res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
-                    rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
-                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
-                    print(f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  MNLL {res['mnll']:8.4f}"
-                          f"  {res['n_iter']} epochs {res['fit_time_s']:7.1f} s  load {loadavg()[0]}", flush=True)
-                    save()
+            for method in list(METHODS) if split % 2 == 0 else list(METHODS)[::-1]:
+                res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
+                rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
+                report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
+                print(f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  MNLL {res['mnll']:8.4f}"
+                      f"  {res['n_iter']} epochs {res['fit_time_s']:7.1f} s  load {loadavg()[0]}", flush=True)
+                save()
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
     print_written(json_path, md_path)
