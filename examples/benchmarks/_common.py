@@ -168,6 +168,27 @@ def print_written(json_path, md_path):
     print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
 
 
+def uci_splits(datasets, n_splits, data_home, skipped):
+    """Yield ``(name, split, X_train, X_test, y_train, y_test)`` over the first ``n_splits`` splits of each dataset.
+
+    Datasets absent from ``data_home`` are skipped with a printed note and a
+    line appended to ``skipped``; X is standardised by :func:`standardised_split`.
+    """
+    from skbayes.datasets import fetch_uci
+
+    for requested in datasets:
+        try:
+            bunch = fetch_uci(requested, data_home=data_home, download_if_missing=False)
+        except FileNotFoundError:
+            print(f"Skipping {requested}: not found", flush=True)
+            skipped.append(f"{requested} (not found)")
+            continue
+        name, n = bunch.name, min(n_splits, bunch.n_splits)
+        print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n} splits", flush=True)
+        for split in range(n):
+            yield (name, split, *standardised_split(bunch, split))
+
+
 # ---------------------------------------------------------------------------
 # The registry of the Bayesian MLPs' inference methods, shared by the BNN
 # benchmarks (cubic_toy.py, mnist_bnn.py, epoch_time.py --registry) and by

@@ -16,6 +16,7 @@ from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
 from ._variational import MCDropout, MeanFieldVI
+from ._whvi import WHVI
 
 __all__ = [
     "ALIASES",
@@ -29,6 +30,7 @@ __all__ = [
     "SGHMC",
     "Training",
     "Vadam",
+    "WHVI",
     "resolve_inference",
 ]
 
@@ -40,6 +42,7 @@ ALIASES = {
     "vadam": Vadam,
     "sghmc": SGHMC,
     "ensemble": DeepEnsemble,
+    "whvi": WHVI,
 }
 
 

@@ -9,12 +9,15 @@
   backpropagation with its Gamma hyper-posteriors.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
   (conditional) variational autoencoder.
+* :mod:`.whvi`: :class:`WHVIMLP`, Walsh-Hadamard hidden layers and a
+  mean-field last layer (WHVI).
 """
 
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
 from .vae import VAEModule
+from .whvi import WHVIMLP
 
 __all__ = [
     "MLP",
@@ -24,5 +27,6 @@ __all__ = [
     "RowMoments",
     "StackedMLP",
     "VAEModule",
+    "WHVIMLP",
     "forward_with_parameters",
 ]
