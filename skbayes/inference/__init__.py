@@ -3,7 +3,8 @@
 Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
-``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"`` and ``"ensemble"`` are
+``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"bbh"``
+(Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -12,6 +13,8 @@ of its own method only, is cloned and grid-searched like any estimator
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
+from ._gan import BayesByGAN
+from ._hypernet import BayesByHypernet
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -19,6 +22,8 @@ from ._variational import MCDropout, MeanFieldVI
 
 __all__ = [
     "ALIASES",
+    "BayesByGAN",
+    "BayesByHypernet",
     "DeepEnsemble",
     "FitContext",
     "InferenceMethod",
@@ -40,6 +45,8 @@ ALIASES = {
     "vadam": Vadam,
     "sghmc": SGHMC,
     "ensemble": DeepEnsemble,
+    "bbh": BayesByHypernet,
+    "bbg": BayesByGAN,
 }
 
 

@@ -26,7 +26,7 @@ equation cited in their docstrings. The files are laid out by role:
 
 from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
-from .divergences import kl_standard_normal_mvn
+from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
 from .kernels import (
@@ -49,11 +49,13 @@ from .kernels import (
 )
 from .layers import (
     DropoutLinear,
+    ImplicitLinear,
     MeanFieldLinear,
     PBPLinear,
     StackedLinear,
     gaussian_weight_draws,
     local_reparameterization,
+    parameters_from_slices,
 )
 from .likelihoods import (
     BernoulliLikelihood,
@@ -69,8 +71,10 @@ from .networks import (
     MLP,
     BayesianLayerStack,
     BayesianMLP,
+    ImplicitMLP,
     PBPNetwork,
     RowMoments,
+    SliceDiscriminator,
     StackedMLP,
     VAEModule,
     forward_with_parameters,
@@ -109,6 +113,8 @@ __all__ = [
     "DropoutLinear",
     "GaussianLikelihood",
     "HalfIntegerMatern",
+    "ImplicitLinear",
+    "ImplicitMLP",
     "KeptStates",
     "MaternKernel",
     "MeanFieldLinear",
@@ -123,6 +129,7 @@ __all__ = [
     "RationalQuadratic",
     "RobustMaxLikelihood",
     "RowMoments",
+    "SliceDiscriminator",
     "SoftmaxLikelihood",
     "SquaredExponential",
     "StackedLinear",
@@ -135,6 +142,8 @@ __all__ = [
     "adf_gaussian_update",
     "blr_mean_field",
     "cholesky",
+    "discriminator_kl",
+    "discriminator_loss",
     "fast_walsh_hadamard",
     "covariance_gradient",
     "forward_with_parameters",
@@ -148,9 +157,11 @@ __all__ = [
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
+    "knn_kl",
     "linear_mean_weights",
     "local_reparameterization",
     "negative_elbo",
+    "parameters_from_slices",
     "perturbed_nll",
     "raw_from_scale_tril",
     "relu_moments",

@@ -26,18 +26,23 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   backpropagation.
 * :mod:`.stacked`: :class:`StackedLinear`, M deterministic affine maps in one
   tensor (deep ensembles, kept MCMC samples).
+* :mod:`.implicit`: :class:`ImplicitLinear`, weights generated slice by slice
+  from noise by a small network (Bayes by Hypernet, Bayes by GAN).
 """
 
 from .dropout import DropoutLinear
+from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 from .pbp import PBPLinear
 from .stacked import StackedLinear
 
 __all__ = [
     "DropoutLinear",
+    "ImplicitLinear",
     "MeanFieldLinear",
     "PBPLinear",
     "StackedLinear",
     "gaussian_weight_draws",
+    "parameters_from_slices",
     "local_reparameterization",
 ]

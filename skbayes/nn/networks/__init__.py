@@ -7,10 +7,13 @@
   pass (deep ensembles, kept SGHMC samples).
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
+* :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
+  layers with their KL estimates, and :class:`SliceDiscriminator`.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
   (conditional) variational autoencoder.
 """
 
+from .implicit import ImplicitMLP, SliceDiscriminator
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
@@ -20,8 +23,10 @@ __all__ = [
     "MLP",
     "BayesianLayerStack",
     "BayesianMLP",
+    "ImplicitMLP",
     "PBPNetwork",
     "RowMoments",
+    "SliceDiscriminator",
     "StackedMLP",
     "VAEModule",
     "forward_with_parameters",
