@@ -21,7 +21,18 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.inference import ALIASES, PBP, SGHMC, DeepEnsemble, InferenceMethod, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import (
+    ALIASES,
+    PBP,
+    SGHMC,
+    BayesByGAN,
+    BayesByHypernet,
+    DeepEnsemble,
+    InferenceMethod,
+    MCDropout,
+    MeanFieldVI,
+    Vadam,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -37,6 +48,8 @@ def _methods():
         Vadam(),
         SGHMC(n_chains=2, burn_in=4, thinning=1, n_kept_samples=4),
         DeepEnsemble(n_estimators=2),
+        BayesByHypernet(generator_hidden_sizes=(8,)),
+        BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(12,)),
     ]
 
 
@@ -62,6 +75,8 @@ DIAGNOSTICS = {
     "PBP": {"kl", "prior_std", "n_rejected"},
     "DeepEnsemble": {"neg_log_prior"},
     "SGHMC": {"neg_log_prior", "rhat"},
+    "BayesByHypernet": {"kl_knn"},
+    "BayesByGAN": {"kl_discriminator", "discriminator_loss"},
 }
 
 # One invalid value per method (PBP has no parameters).
@@ -73,6 +88,10 @@ BAD_PARAMETERS = [
     (SGHMC, "burn_in", -1),
     (SGHMC, "friction", 1.5),
     (DeepEnsemble, "n_estimators", 0),
+    (BayesByHypernet, "n_weight_draws", 1),
+    (BayesByHypernet, "generator_hidden_sizes", 0),
+    (BayesByGAN, "discriminator_hidden_sizes", "wide"),
+    (BayesByGAN, "discriminator_learning_rate", 0.0),
 ]
 
 
