@@ -139,8 +139,10 @@ class BayesByGAN(InferenceMethod):
     --------
     >>> from skbayes import BayesianMLPRegressor
     >>> from skbayes.inference import BayesByGAN
-    >>> BayesianMLPRegressor(inference=BayesByGAN(mle_warmup_epochs=50, kl_warmup_epochs=100))
-    BayesianMLPRegressor(inference=BayesByGAN(kl_warmup_epochs=100, mle_warmup_epochs=50))
+    >>> BayesByGAN(mle_warmup_epochs=50, kl_warmup_epochs=100)
+    BayesByGAN(kl_warmup_epochs=100, mle_warmup_epochs=50)
+    >>> BayesianMLPRegressor(inference="bbg")
+    BayesianMLPRegressor(inference='bbg')
     """
 
     _parameter_constraints = {
