@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skbayes
-from skbayes.inference import PBP, SGHMC, WHVI, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import PBP, SGHMC, BayesByGAN, BayesByHypernet, DeepEnsemble, MCDropout, MeanFieldVI, Vadam, WHVI
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
@@ -33,11 +33,13 @@ def _methods():
         SGHMC(burn_in=20, thinning=2, n_kept_samples=5),
         DeepEnsemble(n_estimators=3),
         WHVI(n_flows=1),
+        BayesByHypernet(generator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
+        BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
     ]
 
 
 # Estimator parameters that go with a method (PBP's passes are few by design).
-METHOD_ESTIMATOR_PARAMS = {"PBP": {"max_iter": 5}}
+METHOD_ESTIMATOR_PARAMS = {"PBP": {"max_iter": 5}, "BayesByHypernet": {"max_iter": 30}, "BayesByGAN": {"max_iter": 30}}
 
 # check name -> reason, per estimator. Empty: every check passes.
 EXPECTED_FAILED_CHECKS = {}

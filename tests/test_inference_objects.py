@@ -21,7 +21,19 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.inference import ALIASES, PBP, SGHMC, WHVI, DeepEnsemble, InferenceMethod, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import (
+    ALIASES,
+    PBP,
+    SGHMC,
+    BayesByGAN,
+    BayesByHypernet,
+    DeepEnsemble,
+    InferenceMethod,
+    MCDropout,
+    MeanFieldVI,
+    Vadam,
+    WHVI,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -38,6 +50,8 @@ def _methods():
         SGHMC(n_chains=2, burn_in=4, thinning=1, n_kept_samples=4),
         DeepEnsemble(n_estimators=2),
         WHVI(),
+        BayesByHypernet(generator_hidden_sizes=(8,)),
+        BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(12,)),
     ]
 
 
@@ -64,6 +78,8 @@ DIAGNOSTICS = {
     "DeepEnsemble": {"neg_log_prior"},
     "SGHMC": {"neg_log_prior", "rhat"},
     "WHVI": {"kl"},
+    "BayesByHypernet": {"kl_knn"},
+    "BayesByGAN": {"kl_discriminator", "discriminator_loss"},
 }
 
 # One invalid value per method (PBP has no parameters).
@@ -77,6 +93,10 @@ BAD_PARAMETERS = [
     (DeepEnsemble, "n_estimators", 0),
     (WHVI, "g_prior_variance", 0.0),
     (WHVI, "last_layer", "dense"),
+    (BayesByHypernet, "n_weight_draws", 1),
+    (BayesByHypernet, "generator_hidden_sizes", 0),
+    (BayesByGAN, "discriminator_hidden_sizes", "wide"),
+    (BayesByGAN, "discriminator_learning_rate", 0.0),
 ]
 
 

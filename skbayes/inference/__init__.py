@@ -3,7 +3,8 @@
 Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
-``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"`` and ``"ensemble"`` are
+``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"bbh"``
+(Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -12,6 +13,8 @@ of its own method only, is cloned and grid-searched like any estimator
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
+from ._gan import BayesByGAN
+from ._hypernet import BayesByHypernet
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -20,6 +23,8 @@ from ._whvi import WHVI
 
 __all__ = [
     "ALIASES",
+    "BayesByGAN",
+    "BayesByHypernet",
     "DeepEnsemble",
     "FitContext",
     "InferenceMethod",
@@ -43,6 +48,8 @@ ALIASES = {
     "sghmc": SGHMC,
     "ensemble": DeepEnsemble,
     "whvi": WHVI,
+    "bbh": BayesByHypernet,
+    "bbg": BayesByGAN,
 }
 
 

@@ -85,7 +85,10 @@ inference_diagnostics_ : dict
     ``Vadam``, ``PBP`` and ``WHVI``; ``"prior_std"`` and ``"n_rejected"`` for
     ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
     members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
-    split R-hat of the chains) for ``SGHMC``.
+    split R-hat of the chains) for ``SGHMC``; ``"kl_knn"`` (the
+    nearest-neighbour estimate of KL(q || prior)) for ``BayesByHypernet``;
+    ``"kl_discriminator"`` (the discriminators' estimate of KL(q || prior))
+    and ``"discriminator_loss"`` for ``BayesByGAN``.
 loss_curve_ : list of float
     Per-datum training loss (nats) of each epoch.
 %(n_iter_)s

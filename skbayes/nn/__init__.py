@@ -27,7 +27,7 @@ equation cited in their docstrings. The files are laid out by role:
 
 from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
-from .divergences import kl_standard_normal_mvn
+from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
@@ -51,12 +51,14 @@ from .kernels import (
 )
 from .layers import (
     DropoutLinear,
+    ImplicitLinear,
     MeanFieldLinear,
     PBPLinear,
     StackedLinear,
     WHVILinear,
     gaussian_weight_draws,
     local_reparameterization,
+    parameters_from_slices,
     whvi_dimensions,
 )
 from .likelihoods import (
@@ -73,8 +75,10 @@ from .networks import (
     MLP,
     BayesianLayerStack,
     BayesianMLP,
+    ImplicitMLP,
     PBPNetwork,
     RowMoments,
+    SliceDiscriminator,
     StackedMLP,
     VAEModule,
     WHVIMLP,
@@ -116,6 +120,8 @@ __all__ = [
     "FlowSequence",
     "GaussianLikelihood",
     "HalfIntegerMatern",
+    "ImplicitLinear",
+    "ImplicitMLP",
     "KeptStates",
     "MaternKernel",
     "MeanFieldLinear",
@@ -131,6 +137,7 @@ __all__ = [
     "RationalQuadratic",
     "RobustMaxLikelihood",
     "RowMoments",
+    "SliceDiscriminator",
     "SoftmaxLikelihood",
     "SquaredExponential",
     "StackedLinear",
@@ -145,6 +152,8 @@ __all__ = [
     "adf_gaussian_update",
     "blr_mean_field",
     "cholesky",
+    "discriminator_kl",
+    "discriminator_loss",
     "fast_walsh_hadamard",
     "covariance_gradient",
     "forward_with_parameters",
@@ -158,10 +167,12 @@ __all__ = [
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
+    "knn_kl",
     "linear_mean_weights",
     "local_reparameterization",
     "make_flow",
     "negative_elbo",
+    "parameters_from_slices",
     "perturbed_nll",
     "raw_from_scale_tril",
     "relu_moments",

@@ -28,9 +28,12 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   tensor (deep ensembles, kept MCMC samples).
 * :mod:`.whvi`: :class:`WHVILinear`, the Walsh-Hadamard posterior (WHVI) and
   the dimensions of its non-square layers (:func:`whvi_dimensions`).
+* :mod:`.implicit`: :class:`ImplicitLinear`, weights generated slice by slice
+  from noise by a small network (Bayes by Hypernet, Bayes by GAN).
 """
 
 from .dropout import DropoutLinear
+from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 from .pbp import PBPLinear
 from .stacked import StackedLinear
@@ -38,11 +41,13 @@ from .whvi import WHVILinear, whvi_dimensions
 
 __all__ = [
     "DropoutLinear",
+    "ImplicitLinear",
     "MeanFieldLinear",
     "PBPLinear",
     "StackedLinear",
     "WHVILinear",
     "gaussian_weight_draws",
+    "parameters_from_slices",
     "local_reparameterization",
     "whvi_dimensions",
 ]

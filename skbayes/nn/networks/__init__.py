@@ -7,12 +7,15 @@
   pass (deep ensembles, kept SGHMC samples).
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
+* :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
+  layers with their KL estimates, and :class:`SliceDiscriminator`.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
   (conditional) variational autoencoder.
 * :mod:`.whvi`: :class:`WHVIMLP`, Walsh-Hadamard hidden layers and a
   mean-field last layer (WHVI).
 """
 
+from .implicit import ImplicitMLP, SliceDiscriminator
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
@@ -23,8 +26,10 @@ __all__ = [
     "MLP",
     "BayesianLayerStack",
     "BayesianMLP",
+    "ImplicitMLP",
     "PBPNetwork",
     "RowMoments",
+    "SliceDiscriminator",
     "StackedMLP",
     "VAEModule",
     "WHVIMLP",

@@ -175,7 +175,8 @@ class BayesianMLP(BayesianLayerStack):
 
 def _linear(n_in, n_out, generator, factory):
     # torch.nn.Linear with its default scale drawn from an explicit generator;
-    # skip_init avoids touching the global RNG.
+    # skip_init avoids touching the global RNG; it needs a device (None would leave the layer on "meta").
+    factory = {**factory, "device": torch.get_default_device() if factory["device"] is None else factory["device"]}
     layer = torch.nn.utils.skip_init(nn.Linear, n_in, n_out, **factory)
     with torch.no_grad():
         layer.weight.copy_(uniform_init(layer.weight.shape, n_in, generator, **factory))

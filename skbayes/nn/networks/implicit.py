@@ -1,0 +1,176 @@
+r"""Networks of implicit-posterior layers, and the per-layer discriminator of Bayes by GAN.
+
+:class:`ImplicitMLP` stacks :class:`~skbayes.nn.ImplicitLinear` layers
+(one generator network per layer, mean-field across layers: Killingberg
+2021, eq. 4.3) and estimates the KL of q to the N(0, prior_scale^2) prior
+from draws, summed over layers and over the independent slices of each
+layer:
+
+* by the 1-nearest-neighbour estimator (Bayes by Hypernet [Pawlowski2017]_,
+  :func:`~skbayes.nn.divergences.knn_kl`), or
+* by the mean logit of a :class:`SliceDiscriminator` per layer (Bayes by GAN
+  [Killingberg2021]_, Proposition 1, Algorithm 7), trained on the binary
+  cross-entropy of eq. 4.1 (:func:`~skbayes.nn.divergences.discriminator_loss`).
+
+References
+----------
+.. [Pawlowski2017] N. Pawlowski, A. Brock, M. C. H. Lee, M. Rajchl and
+   B. Glocker, "Implicit weight uncertainty in neural networks", arXiv
+   1711.01297, 2017.
+.. [Killingberg2021] L. Killingberg, "Generative adversarial networks for
+   flexible variational posteriors in Bayesian neural networks", MSc
+   thesis, NTNU, 2021, chapter 4.
+"""
+
+import torch
+from torch import nn
+
+from ..divergences import discriminator_kl, discriminator_loss, knn_kl
+from ..functional import generator_device
+from ..layers.implicit import ImplicitLinear, parameters_from_slices
+from .mlp import MLP, BayesianLayerStack
+
+__all__ = ["ImplicitMLP", "SliceDiscriminator"]
+
+class SliceDiscriminator(nn.Module):
+    """Discriminator between q's and p's draws of the slices of one layer, conditioned on the slice.
+
+    One network per layer for all N_out slices, each input being the slice
+    (N_in weights and a bias) and the one-hot code of its output unit
+    ([Killingberg2021]_, section 4.2.2: "N_in + N_out" inputs). A
+    :class:`~skbayes.nn.MLP` without batch normalisation (which the thesis
+    found to underestimate the KL), one logit out.
+
+    Parameters
+    ----------
+    slice_size : int
+        Length of a slice, N_in + 1.
+    n_slices : int
+        Number of slices N_out (the width of the one-hot code).
+    hidden_sizes : tuple of int
+        Hidden widths; Killingberg 2021, Table 4.1 suggests three layers of
+        0.5 max(N_in, N_out) units.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+    generator : torch.Generator, optional
+        Source of the initial weights.
+    device, dtype : optional
+    """
+
+    def __init__(self, slice_size, n_slices, hidden_sizes, activation="relu", *, generator=None, device=None,
+                 dtype=None):
+        super().__init__()
+        self.slice_size = int(slice_size)
+        self.n_slices = int(n_slices)
+        sizes = [self.slice_size + self.n_slices, *hidden_sizes, 1]
+        self.net = MLP(sizes, activation, generator=generator, device=device, dtype=dtype)
+
+    def forward(self, slices):
+        """Logits of D at ``slices`` of shape (..., n_slices, slice_size); returns (..., n_slices)."""
+        codes = torch.eye(self.n_slices, device=slices.device, dtype=slices.dtype)
+        codes = codes.expand(*slices.shape[:-1], self.n_slices)
+        return self.net(torch.cat([slices, codes], dim=-1)).squeeze(-1)
+
+
+class ImplicitMLP(BayesianLayerStack):
+    """A stack of :class:`~skbayes.nn.ImplicitLinear` layers, with the KL estimates of their posterior.
+
+    Predicts through :meth:`sample_parameters` and :meth:`forward_with` (the
+    protocol of :class:`~skbayes.nn.BayesianLayerStack`). Training draws the
+    slices once per step (:meth:`slice_draws`) and uses the same draws for
+    the likelihood (:meth:`forward_slices`) and the KL estimate
+    (:meth:`kl_knn` or :meth:`kl_discriminator`), as in Killingberg 2021,
+    Algorithm 7.
+
+    Parameters
+    ----------
+    n_features : int
+        Input width d.
+    hidden_layer_sizes : sequence of int
+        Widths of the hidden layers; empty gives a linear model.
+    n_outputs : int
+        Output width k.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Non-linearity after each hidden layer of the network.
+    prior_scale : float, default=1.0
+        Standard deviation of the N(0, prior_scale^2) prior on every weight
+        and bias.
+    noise_dim : int, default=10
+        Noise length of each slice's generator input.
+    generator_hidden_sizes : tuple of int, default=(32, 64)
+        Hidden widths of each layer's generator.
+    discriminator_hidden_sizes : list of tuple of int or None, default=None
+        Hidden widths of each layer's :class:`SliceDiscriminator` (one tuple
+        per layer), for :meth:`kl_discriminator`; None builds none.
+    generator : torch.Generator, optional
+        Source of the initial weights of the generators and discriminators.
+    device, dtype : optional
+    """
+
+    def __init__(
+        self, n_features, hidden_layer_sizes, n_outputs, *, activation="relu", prior_scale=1.0, noise_dim=10,
+        generator_hidden_sizes=(32, 64), discriminator_hidden_sizes=None, generator=None, device=None, dtype=None,
+    ):
+        super().__init__()
+        sizes = [n_features, *hidden_layer_sizes, n_outputs]
+        factory = {"generator": generator, "device": device, "dtype": dtype}
+        self.layers = nn.ModuleList(
+            ImplicitLinear(n_in, n_out, noise_dim=noise_dim, hidden_sizes=generator_hidden_sizes, **factory)
+            for n_in, n_out in zip(sizes[:-1], sizes[1:])
+        )
+        self.activation = activation
+        self.prior_scale = float(prior_scale)
+        self.discriminators = None
+        if discriminator_hidden_sizes is not None:
+            self.discriminators = nn.ModuleList(
+                SliceDiscriminator(layer.in_features + 1, layer.out_features, hidden, **factory)
+                for layer, hidden in zip(self.layers, discriminator_hidden_sizes, strict=True)
+            )
+
+    def slice_draws(self, n_draws, generator=None):
+        """Per layer, ``n_draws`` draws of its slices, (n_draws, out, in + 1) (differentiable)."""
+        return [layer.slice_draws(n_draws, generator) for layer in self.layers]
+
+    def prior_slice_draws(self, n_draws, generator=None):
+        """Per layer, ``n_draws`` draws of its slices from the N(0, prior_scale^2) prior."""
+        draws = []
+        for layer in self.layers:
+            reference = layer.generator_net.layers[0].weight
+            shape = (n_draws, layer.out_features, layer.in_features + 1)
+            device = generator_device(generator, reference.device)
+            eps = torch.randn(shape, generator=generator, device=device, dtype=reference.dtype)
+            draws.append(self.prior_scale * eps.to(reference.device))
+        return draws
+
+    def forward_slices(self, x, slices):
+        """The network at x (n, d) under slice draws from :meth:`slice_draws`: (n_draws, n, k)."""
+        return self.forward_with(x, [parameters_from_slices(s) for s in slices])
+
+    def kl_knn(self, slices, n_prior_draws, generator=None):
+        """1-nearest-neighbour estimate of KL(q || p), summed over layers and slices, in nats.
+
+        Each slice's KL is estimated from its n_draws draws and
+        ``n_prior_draws`` fresh prior draws in dimension in + 1
+        (:func:`~skbayes.nn.divergences.knn_kl`); the slices are independent
+        under q and p, so their KLs add up.
+        """
+        prior = self.prior_slice_draws(n_prior_draws, generator)
+        return sum(knn_kl(s.transpose(0, 1), p.transpose(0, 1)).sum() for s, p in zip(slices, prior))
+
+    def kl_discriminator(self, slices):
+        """Density-ratio estimate of KL(q || p): per layer, the mean logit over draws summed over slices.
+
+        The gradient reaches the slices (the generators), not the
+        discriminators, whose parameters enter as constants.
+        """
+        total = 0.0
+        for discriminator, s in zip(self.discriminators, slices):
+            constants = {name: p.detach() for name, p in discriminator.named_parameters()}
+            logits = torch.func.functional_call(discriminator, constants, (s,))
+            total = total + discriminator_kl(logits).sum()
+        return total
+
+    def discriminator_loss(self, slices, prior_slices):
+        """Sum over layers of each discriminator's binary cross-entropy (slices detached from the generators)."""
+        return sum(
+            discriminator_loss(d(s.detach()), d(p)) for d, s, p in zip(self.discriminators, slices, prior_slices)
+        )
