@@ -12,6 +12,7 @@ of its own method only, is cloned and grid-searched like any estimator
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
+from ._gpi_prior import GPInducedPrior
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -21,6 +22,7 @@ __all__ = [
     "ALIASES",
     "DeepEnsemble",
     "FitContext",
+    "GPInducedPrior",
     "InferenceMethod",
     "MCDropout",
     "MeanFieldVI",

@@ -19,6 +19,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
+``functional_priors.py``   GP-induced weight priors fitted by Wasserstein
 ``bayesian_sparse_gp.py``  sampled sparse GP (BSGP): energy, predictive
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
@@ -27,6 +28,7 @@ equation cited in their docstrings. The files are laid out by role:
 from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
 from .divergences import kl_standard_normal_mvn
+from .functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
 from .kernels import (
@@ -159,4 +161,8 @@ __all__ = [
     "stationary_to_sklearn_kernel",
     "to_sklearn_kernel",
     "uniform_init",
+    "LayerGaussianPrior",
+    "LayerInverseGammaPrior",
+    "WassersteinCritic",
+    "fit_functional_prior",
 ]
