@@ -85,7 +85,9 @@ inference_diagnostics_ : dict
     ``Vadam`` and ``PBP``; ``"prior_std"`` and ``"n_rejected"`` for
     ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
     members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
-    split R-hat of the chains) for ``SGHMC``.
+    split R-hat of the chains) for ``SGHMC``; with
+    ``SGHMC(prior=GPInducedPrior(...))`` also ``"prior_hyperparameters"``,
+    ``"w1_trace"`` and ``"prior_kernel"``.
 loss_curve_ : list of float
     Per-datum training loss (nats) of each epoch.
 %(n_iter_)s
