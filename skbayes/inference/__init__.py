@@ -15,6 +15,7 @@ from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
 from ._gan import BayesByGAN
 from ._hypernet import BayesByHypernet
+from ._gpi_prior import GPInducedPrior
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -27,6 +28,7 @@ __all__ = [
     "BayesByHypernet",
     "DeepEnsemble",
     "FitContext",
+    "GPInducedPrior",
     "InferenceMethod",
     "MCDropout",
     "MeanFieldVI",

@@ -12,6 +12,7 @@ from ..nn import SGHMC as SGHMCOptimizer
 from ..nn import KeptStates, StackedMLP, split_rhat
 from ._base import Training
 from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
+from ._gpi_prior import GPInducedPrior, apply_prior
 
 __all__ = ["SGHMC"]
 
@@ -52,8 +53,8 @@ class KeepSamples(Callback):
     Attributes
     ----------
     samples : list
-        Per kept sample: the chains' weights (one tensor per layer) and their
-        raw noise (or None).
+        Per kept sample: the chains' weights (one tensor per layer), their
+        raw noise (or None) and their per-layer prior scales (or None).
     """
 
     def __init__(self, module, burn_in, thinning):
@@ -68,10 +69,13 @@ class KeepSamples(Callback):
             self.samples.append(self.snapshot())
 
     def snapshot(self):
-        """Copies of the chains' weights (per layer) and raw noise, now."""
-        weights = [layer.weight.detach().clone() for layer in self.module["network"].layers]
+        """Copies of the chains' weights (per layer), raw noise and layer prior scales, now."""
+        network = self.module["network"]
+        weights = [layer.weight.detach().clone() for layer in network.layers]
         raw = _member_raw_noise(self.module["likelihood"])
-        return weights, None if raw is None else raw.detach().clone()
+        scales = network.layer_prior_scales()
+        scales = None if scales is None else tuple(s.clone() for s in scales)
+        return weights, None if raw is None else raw.detach().clone(), scales
 
 
 class KeepChainStates(Callback):
@@ -137,6 +141,16 @@ class SGHMC(StackedMLPMethod):
     The mass is adapted during the burn-in only, so that the kept samples
     come from a fixed sampler.
 
+    With ``prior=GPInducedPrior(...)`` the prior is fitted first so that
+    the network's prior over functions matches a Gaussian process (Tran et
+    al. 2022; Rossi 2022, chapter 5), and the energy uses its per-layer
+    scales in place of ``prior_scale``:
+    sum_l sum(W_l^2) / (2 sigma_{w,l}^2) + sum(b_l^2) / (2 sigma_{b,l}^2);
+    with ``GPInducedPrior(hierarchical=True)`` each chain also resamples
+    its layer variances by a Gibbs step after every epoch (see
+    :class:`GPInducedPrior`, whose diagnostics are added to
+    ``inference_diagnostics_``).
+
     The schedule is counted in epochs: ``burn_in`` epochs are discarded,
     then one snapshot of every chain is kept at the end of every
     ``thinning``-th epoch until ``n_kept_samples`` per chain are kept, so the
@@ -190,6 +204,10 @@ class SGHMC(StackedMLPMethod):
     step_size : float, default=3e-4
         Step size: epsilon^2 of the scale-adapted sampler (Springenberg et
         al. 2016; Rossi 2022, eq. 2.36).
+    prior : GPInducedPrior or None, default=None
+        The weight prior; None is the estimator's N(0, ``prior_scale``^2) on
+        every weight. Used by the Bayesian MLPs only (the sparse GPs have
+        their own priors).
 
     References
     ----------
@@ -204,6 +222,7 @@ class SGHMC(StackedMLPMethod):
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
         "friction": [Interval(Real, 0, 1, closed="right")],
         "step_size": [Interval(Real, 0, None, closed="neither")],
+        "prior": [None, GPInducedPrior],
     }
 
     supports_early_stopping = False
@@ -212,13 +231,15 @@ class SGHMC(StackedMLPMethod):
     #: Use the scale-adapted sampler (Springenberg et al. 2016; Rossi 2022, eqs. 2.31-2.36).
     scale_adapted = True
 
-    def __init__(self, n_chains=2, burn_in=300, thinning=10, n_kept_samples=20, friction=0.05, step_size=3e-4):
+    def __init__(self, n_chains=2, burn_in=300, thinning=10, n_kept_samples=20, friction=0.05, step_size=3e-4,
+                 prior=None):
         self.n_chains = n_chains
         self.burn_in = burn_in
         self.thinning = thinning
         self.n_kept_samples = n_kept_samples
         self.friction = friction
         self.step_size = step_size
+        self.prior = prior
 
     def n_members(self):
         return self.n_chains
@@ -240,6 +261,7 @@ class SGHMC(StackedMLPMethod):
     def prepare(self, module, X, Y, settings, context):
         if context.warm_start:
             self._restart_from_last_samples(module)
+        callbacks, prior_diagnostics = self._fit_prior(module, X, Y, settings, context)
         n_chains, n_data = module["network"].n_members, context.n_data
         steps_per_epoch = -(-X.shape[0] // context.batch_size)
         params = [p for p in module.parameters() if p.requires_grad]
@@ -256,9 +278,22 @@ class SGHMC(StackedMLPMethod):
             return {
                 "rhat": self._rhat(module, X, Y, n_chains, len(keep.samples)),
                 "neg_log_prior": float(module["network"].neg_log_prior().detach()),
+                **prior_diagnostics,
             }
 
-        return Training(loss_fn, optimizer, callbacks=[keep], loop=self._loop(), finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[*callbacks, keep], loop=self._loop(), finish=finish)
+
+    def _fit_prior(self, module, X, Y, settings, context):
+        """Fit ``prior`` and put it into the chains' energy: (callbacks, diagnostics); nothing without one."""
+        if self.prior is None:
+            return [], {}
+        network = module["network"]
+        sizes = [network.layers[0].in_features, *(layer.out_features for layer in network.layers)]
+        prior, diagnostics = self.prior.fit_prior(
+            sizes, settings.activation, X, Y, classification=settings.classification, generator=context.generator
+        )
+        gibbs = apply_prior(prior, module, context.generator)
+        return ([] if gibbs is None else [gibbs]), diagnostics
 
     def _sampler(self, params, n_data, n_adapt_steps, generator, **options):
         """The :class:`skbayes.nn.SGHMC` optimiser of this object's settings over ``params``.
@@ -314,6 +349,11 @@ class SGHMC(StackedMLPMethod):
         empty array, with fewer than 4 samples per chain or without
         ``trace``).
         """
+        if self.prior is not None:
+            raise ValueError(
+                "SGHMC(prior=...) sets the weight prior of the Bayesian MLPs; the sparse GPs have their own "
+                "priors. Use SGHMC(prior=None) here."
+            )
         chains = module["chains"]
         n_chains, n_data = len(chains), context.n_data
         steps_per_epoch = -(-n_rows // context.batch_size)
@@ -355,7 +395,11 @@ class SGHMC(StackedMLPMethod):
             return stacked.reshape(-1, *stacked.shape[2:])
 
         weights = [chain_major([s[0][i] for s in samples]) for i in range(len(network.layers))]
-        kept = StackedMLP.from_weights(weights, activation=network.activation, prior_scale=network.prior_scale)
+        scales = None
+        if samples[0][2] is not None:
+            scales = tuple(chain_major([s[2][k] for s in samples]) for k in range(2))
+        kept = StackedMLP.from_weights(weights, activation=network.activation, prior_scale=network.prior_scale,
+                                       layer_prior_scales=scales)
         kept.n_chains = network.n_members
         module["network"] = kept
         if samples[0][1] is not None:

@@ -85,7 +85,9 @@ inference_diagnostics_ : dict
     ``Vadam``, ``PBP`` and ``WHVI``; ``"prior_std"`` and ``"n_rejected"`` for
     ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
     members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
-    split R-hat of the chains) for ``SGHMC``; ``"kl_knn"`` (the
+    split R-hat of the chains) for ``SGHMC``; with
+    ``SGHMC(prior=GPInducedPrior(...))`` also ``"prior_hyperparameters"``,
+    ``"w1_trace"`` and ``"prior_kernel"``; ``"kl_knn"`` (the
     nearest-neighbour estimate of KL(q || prior)) for ``BayesByHypernet``;
     ``"kl_discriminator"`` (the discriminators' estimate of KL(q || prior))
     and ``"discriminator_loss"`` for ``BayesByGAN``.

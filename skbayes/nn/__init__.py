@@ -20,6 +20,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
+``functional_priors.py``   GP-induced weight priors fitted by Wasserstein
 ``bayesian_sparse_gp.py``  sampled sparse GP (BSGP): energy, predictive
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
@@ -29,6 +30,7 @@ from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
 from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
+from .functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, blr_mean_field, iblm_init
 from .kernels import (
@@ -123,6 +125,8 @@ __all__ = [
     "ImplicitLinear",
     "ImplicitMLP",
     "KeptStates",
+    "LayerGaussianPrior",
+    "LayerInverseGammaPrior",
     "MaternKernel",
     "MeanFieldLinear",
     "NaturalGradient",
@@ -146,6 +150,7 @@ __all__ = [
     "SumKernel",
     "VAEModule",
     "Vadam",
+    "WassersteinCritic",
     "WHVILinear",
     "WHVIMLP",
     "WhiteNoise",
@@ -154,6 +159,7 @@ __all__ = [
     "cholesky",
     "discriminator_kl",
     "discriminator_loss",
+    "fit_functional_prior",
     "fast_walsh_hadamard",
     "covariance_gradient",
     "forward_with_parameters",

@@ -114,9 +114,43 @@ class StackedMLP(nn.Module):
         self.n_members = int(n_members)
         self.activation = activation
         self.prior_scale = float(prior_scale)
+        # Per-member, per-layer prior scales (set_layer_prior_scales); None: prior_scale everywhere.
+        self.register_buffer("weight_prior_scales", None)
+        self.register_buffer("bias_prior_scales", None)
+
+    def set_layer_prior_scales(self, weight_scales, bias_scales):
+        """Give every layer its own prior scales, per member or shared (e.g. a GP-induced prior).
+
+        Member m's prior becomes W_l ~ N(0, weight_scales[m, l]^2 I) and
+        b_l ~ N(0, bias_scales[m, l]^2 I) for each layer l, in place of
+        N(0, ``prior_scale``^2) on everything (Tran et al. 2022, GPI-G and,
+        with per-member scales drawn by Gibbs steps, GPI-H).
+
+        Parameters
+        ----------
+        weight_scales, bias_scales : torch.Tensor of shape (L,) or (n_members, L)
+            Standard deviations (> 0), L = ``len(self.layers)``; a (L,)
+            tensor is shared by all members. Copied.
+
+        Raises
+        ------
+        ValueError
+            On a shape that is neither.
+        """
+        n_layers = len(self.layers)
+        scales = []
+        for value in (weight_scales, bias_scales):
+            value = torch.as_tensor(value, dtype=self.layers[0].weight.dtype, device=self.layers[0].weight.device)
+            if value.shape not in ((n_layers,), (self.n_members, n_layers)):
+                raise ValueError(
+                    f"Layer prior scales must have shape ({n_layers},) or ({self.n_members}, {n_layers}); "
+                    f"got {tuple(value.shape)}."
+                )
+            scales.append(value.detach().expand(self.n_members, n_layers).clone())
+        self.weight_prior_scales, self.bias_prior_scales = scales
 
     @classmethod
-    def from_weights(cls, weights, *, activation="relu", prior_scale=1.0):
+    def from_weights(cls, weights, *, activation="relu", prior_scale=1.0, layer_prior_scales=None):
         """A StackedMLP holding given weights (copied).
 
         Parameters
@@ -126,6 +160,8 @@ class StackedMLP(nn.Module):
             the last row (the layout of ``StackedLinear.weight``), with the
             same M for every layer.
         activation, prior_scale : see the class.
+        layer_prior_scales : (weight_scales, bias_scales) or None, default=None
+            Passed to :meth:`set_layer_prior_scales` when given.
 
         Returns
         -------
@@ -149,12 +185,24 @@ class StackedMLP(nn.Module):
         with torch.no_grad():
             for layer, w in zip(network.layers, weights):
                 layer.weight.copy_(w)
+        if layer_prior_scales is not None:
+            network.set_layer_prior_scales(*layer_prior_scales)
         return network
+
+    def layer_prior_scales(self):
+        """The per-member, per-layer (weight, bias) prior scales, each (n_members, L), or None."""
+        if self.weight_prior_scales is None:
+            return None
+        return self.weight_prior_scales, self.bias_prior_scales
 
     def select(self, index):
         """A new StackedMLP with the members ``index`` (a LongTensor), copied."""
         weights = [layer.weight.detach()[index] for layer in self.layers]
-        return type(self).from_weights(weights, activation=self.activation, prior_scale=self.prior_scale)
+        scales = self.layer_prior_scales()
+        if scales is not None:
+            scales = tuple(s[index] for s in scales)
+        return type(self).from_weights(weights, activation=self.activation, prior_scale=self.prior_scale,
+                                       layer_prior_scales=scales)
 
     def forward(self, x, generator=None, sample=True):
         """Every member at its inputs.
@@ -238,9 +286,19 @@ class StackedMLP(nn.Module):
 
         sum(w^2) / (2 s^2) over the member's weights and biases: the
         negative log-density of N(0, s^2 I) up to its normalising constant.
+        With per-layer scales (:meth:`set_layer_prior_scales`), the sum over
+        layers of sum(W_l^2) / (2 s_{w,l}^2) + sum(b_l^2) / (2 s_{b,l}^2),
+        each member with its own scales.
         """
-        scale = 0.5 / self.prior_scale**2
-        return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
+        if self.weight_prior_scales is None:
+            scale = 0.5 / self.prior_scale**2
+            return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
+        total = 0.0
+        for l, layer in enumerate(self.layers):
+            weight, bias = layer.parameters_of()
+            total = total + weight.pow(2).sum(dim=(1, 2)) / (2 * self.weight_prior_scales[:, l] ** 2)
+            total = total + bias.pow(2).sum(dim=(1, 2)) / (2 * self.bias_prior_scales[:, l] ** 2)
+        return total
 
     def neg_log_prior(self):
         """Negative log prior of all members together (their sum), a scalar in nats.

@@ -1,0 +1,217 @@
+"""GP-induced prior + SGHMC against the N(0, 1) prior + SGHMC on the small UCI regression sets.
+
+Tran et al. 2022 (Rossi 2022, chapter 5) fit the per-layer prior scales of a
+Bayesian MLP so that its prior over functions matches a GP (GPI-G), or the
+inverse-Gamma hyperpriors of the layer variances (GPI-H), and then sample the
+posterior with SGHMC. This script compares, on the fixed splits of
+bostonHousing, concrete, energy, wine-quality-red and yacht (those present in
+the data folder), three priors under the same sampler and architecture:
+
+* ``normal``: N(0, 1) on every weight (``SGHMC()``, the estimator's default);
+* ``gpi-g``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True))``;
+* ``gpi-h``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True, hierarchical=True))``.
+
+The target GP is ``ConstantKernel * RBF`` with one length-scale per feature,
+fitted to (up to 500) training rows first. X is standardised on the training
+rows; RMSE and test log-likelihood (nats per point, the mixture over kept
+samples) are in the original units of y. The fit time of the GP-induced
+priors includes the kernel fit and the prior fit; ``prior_fit_s`` times the
+prior fit alone (fit with ``burn_in=0``, one kept sample).
+
+Usage
+-----
+::
+
+    python examples/benchmarks/gpi_prior_uci.py --quick          # seconds: a smoke run
+    python examples/benchmarks/gpi_prior_uci.py --n-splits 10 --threads 4
+
+What it prints
+--------------
+One progress line per fit and the final markdown table; it writes
+``gpi_prior_uci_<tag>.json`` (settings, per-split raw numbers, aggregates,
+environment) and ``gpi_prior_uci_<tag>.md``.
+"""
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
+)
+
+from skbayes import BayesianMLPRegressor  # noqa: E402
+from skbayes.datasets import fetch_uci, get_data_home  # noqa: E402
+from skbayes.inference import SGHMC, GPInducedPrior  # noqa: E402
+
+DATASETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
+METHODS = ("normal", "gpi-g", "gpi-h")
+METRICS = ("rmse", "test_ll", "fit_time_s", "prior_fit_s", "rhat", "final_w1")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--n-splits", type=int, default=10)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[50, 50])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--n-chains", type=int, default=2)
+    parser.add_argument("--burn-in", type=int, default=300, help="epochs")
+    parser.add_argument("--thinning", type=int, default=5, help="epochs")
+    parser.add_argument("--n-kept", type=int, default=20, help="samples per chain")
+    parser.add_argument("--step-size", type=float, default=3e-4)
+    parser.add_argument("--prior-iter", type=int, default=200, help="prior steps of the W1 fit")
+    parser.add_argument("--quick", action="store_true",
+                        help="one split, tiny schedule and prior fit: checks the script, measures nothing")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--data-home", default=None)
+    parser.add_argument("--tag", default=None)
+    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_splits, args.burn_in, args.thinning, args.n_kept, args.prior_iter = 1, 5, 1, 4, 5
+        args.tag = args.tag or "quick"
+    return args
+
+
+def make_prior(method, args, n_features):
+    if method == "normal":
+        return None
+    kernel = ConstantKernel(1.0) * RBF(np.ones(n_features))
+    return GPInducedPrior(kernel, fit_kernel=True, hierarchical=method == "gpi-h", max_iter=args.prior_iter)
+
+
+def make_model(prior, args, split, burn_in=None, n_kept=None):
+    sghmc = SGHMC(n_chains=args.n_chains, burn_in=args.burn_in if burn_in is None else burn_in,
+                  thinning=args.thinning, n_kept_samples=args.n_kept if n_kept is None else n_kept,
+                  step_size=args.step_size, prior=prior)
+    return BayesianMLPRegressor(hidden_layer_sizes=tuple(args.hidden), batch_size=args.batch_size, inference=sghmc,
+                                random_state=split)
+
+
+def fit_one(method, args, X_train, y_train, X_test, y_test, split):
+    prior = make_prior(method, args, X_train.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        prior_fit = np.nan
+        if prior is not None:  # the same prior fit alone (same seed), for its cost
+            start = time.perf_counter()
+            make_model(prior, args, split, burn_in=0, n_kept=1).set_params(max_iter=1).fit(X_train, y_train)
+            prior_fit = time.perf_counter() - start
+        model = make_model(prior, args, split)
+        start = time.perf_counter()
+        model.fit(X_train, y_train)
+        fit_time = time.perf_counter() - start
+    diagnostics = model.inference_diagnostics_
+    res = {
+        "rmse": float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2))),
+        "test_ll": float(model.log_predictive_density(X_test, y_test).mean()),
+        "fit_time_s": fit_time,
+        "prior_fit_s": prior_fit,
+        "rhat": float(diagnostics["rhat"]),
+        "final_w1": float(np.mean(diagnostics["w1_trace"][-20:])) if "w1_trace" in diagnostics else np.nan,
+    }
+    if prior is not None:
+        res["prior_hyperparameters"] = diagnostics["prior_hyperparameters"]
+        res["prior_kernel"] = repr(diagnostics["prior_kernel"])
+    return res
+
+
+def aggregate(rows):
+    out = {"n_splits": len(rows)}
+    for key in METRICS:
+        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
+        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
+    return out
+
+
+def fmt(agg, key, digits=3):
+    mean, se = agg[key]["mean"], agg[key]["se"]
+    return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def markdown(report):
+    s, env = report["settings"], report["environment"]
+    lines = ["| dataset | prior | n_splits | RMSE | test LL | fit time (s) | prior fit (s) | R-hat | final W1 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, per_method in report["aggregates"].items():
+        for method in METHODS:
+            if method in per_method:
+                agg = per_method[method]
+                lines.append(f"| {name} | {method} | {agg['n_splits']} | {fmt(agg, 'rmse')} | {fmt(agg, 'test_ll')} "
+                             f"| {fmt(agg, 'fit_time_s', 1)} | {fmt(agg, 'prior_fit_s', 1)} | {fmt(agg, 'rhat', 2)} "
+                             f"| {fmt(agg, 'final_w1', 2)} |")
+    lines += [
+        "",
+        (f"Mean ± standard error (np.std / sqrt(n_splits)) over the first {s['n_splits']} fixed splits. "
+         f"BayesianMLPRegressor(hidden_layer_sizes={tuple(s['hidden'])}, batch_size={s['batch_size']}), "
+         f"SGHMC(n_chains={s['n_chains']}, burn_in={s['burn_in']}, thinning={s['thinning']}, "
+         f"n_kept_samples={s['n_kept']}, step_size={s['step_size']}); GP-induced priors: "
+         f"GPInducedPrior(ConstantKernel * RBF(ARD), fit_kernel=True, max_iter={s['prior_iter']}). "
+         "final W1: mean of the last 20 W1 estimates of the prior fit (standardised y units)."
+         + (" QUICK RUN: a smoke test of the script, not a measurement." if s["quick"] else "")),
+        (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, git "
+         f"{env['git_commit']}, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at "
+         f"start, {env.get('loadavg_end')} at end; complete: {report['complete']}."),
+    ]
+    if report["skipped"]:
+        lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    limit_threads(args.threads)
+    json_path, md_path = output_paths(args, "gpi_prior_uci")
+    report = {
+        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)),
+                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
+        "environment": environment(cpu_count=False),
+        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
+    }
+    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
+
+    def save():
+        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+
+    def run():
+        for requested in args.datasets:
+            try:
+                bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
+            except FileNotFoundError:
+                print(f"Skipping {requested}: not found", flush=True)
+                report["skipped"].append(f"{requested} (not found)")
+                continue
+            name, n_splits = bunch.name, min(args.n_splits, bunch.n_splits)
+            print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n_splits} splits", flush=True)
+            rows = report["splits"].setdefault(name, {})
+            for split in range(n_splits):
+                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
+                for method in args.methods:
+                    res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
+                    rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
+                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
+                    print(f"  {name:<16} {method:<7} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
+                          f"  {res['fit_time_s']:7.1f} s (prior {res['prior_fit_s']:.1f} s)  R-hat {res['rhat']:.2f}",
+                          flush=True)
+                    save()
+
+    run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
+    print_written(json_path, md_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
