@@ -3,7 +3,7 @@
 Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
-``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"`` and ``"ensemble"`` are
+``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"`` and ``"mnf"`` are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -12,6 +12,7 @@ of its own method only, is cloned and grid-searched like any estimator
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
+from ._mnf import MNF
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -23,6 +24,7 @@ __all__ = [
     "FitContext",
     "InferenceMethod",
     "MCDropout",
+    "MNF",
     "MeanFieldVI",
     "ModelSettings",
     "PBP",
@@ -40,6 +42,7 @@ ALIASES = {
     "vadam": Vadam,
     "sghmc": SGHMC,
     "ensemble": DeepEnsemble,
+    "mnf": MNF,
 }
 
 
