@@ -7,7 +7,7 @@ y standardised with the training statistics) it times full training runs of
 
 * ``BayesianMLPRegressor(inference="mfvi")`` and ``(inference="mc_dropout")``
   (or the methods named by ``--methods``: ``pbp``, ``vadam``, ``sghmc``,
-  ``ensemble`` too, in float64) with default settings except
+  ``ensemble``, ``mnf`` (planar flows) and ``mnf_realnvp`` too, in float64) with default settings except
   ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
   and ``random_state=0`` (for ``sghmc``, ``inference=SGHMC(burn_in=epochs-1,
   thinning=1, n_kept_samples=1)``, the same number of epochs);
@@ -75,7 +75,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
-from skbayes.inference import ALIASES, SGHMC
+from skbayes.inference import ALIASES, MNF, SGHMC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import limit_threads, loadavg  # noqa: E402
@@ -105,7 +105,7 @@ def parse_args(argv=None):
                         "own default 'auto' would pick CUDA when available).")
     parser.add_argument("--json", default=None, help="Also write the raw times to this JSON file.")
     parser.add_argument("--methods", nargs="+", default=["mfvi", "mc_dropout"],
-                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble"],
+                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble", "mnf", "mnf_realnvp"],
                         help="Inference methods of the estimator to time (default: mfvi mc_dropout; "
                              "methods other than these two are timed in float64 only).")
     args = parser.parse_args(argv)
@@ -119,6 +119,8 @@ def parse_args(argv=None):
 def _run_length(inference, epochs):
     if inference == "sghmc":  # burn-in + thinning * kept samples epochs
         return SGHMC(burn_in=epochs - 1, thinning=1, n_kept_samples=1), {}
+    if inference == "mnf_realnvp":
+        return MNF(flow="realnvp"), {"max_iter": epochs, "n_iter_no_change": 10**9}
     return ALIASES[inference](), {"max_iter": epochs, "n_iter_no_change": 10**9}
 
 
