@@ -55,7 +55,7 @@ from torch.nn import functional as F
 
 from ..flows import make_flow
 from ..functional import gaussian_log_prob, generator_device, inverse_softplus, uniform_init
-from .mean_field import gaussian_weight_draws, local_reparameterization
+from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 
 __all__ = ["MNFLinear"]
 
@@ -69,13 +69,15 @@ def _standard_normal(shape, like, generator):
     return eps.to(like.device)
 
 
-class MNFLinear(nn.Module):
+class MNFLinear(MeanFieldLinear):
     r"""Linear layer with a multiplicative normalising flow posterior over its weights.
 
     q(W | z) = prod N(z_i mu_ij, sigma_ij^2) with z = f(z_0),
     z_0 ~ N(mu_z, sigma_z^2) and f ``n_flows`` planar or RealNVP flows
     (:func:`skbayes.nn.flows.make_flow`); the biases are mean-field Gaussian.
     See the module docstring for the auxiliary bound and the reverse model.
+    The mean-field layer it extends is q(W | z = 1), whose ``mu`` and
+    ``rho`` (and their properties) it shares.
 
     The layer follows the protocol of :mod:`skbayes.nn.layers`:
 
@@ -133,14 +135,10 @@ class MNFLinear(nn.Module):
         self, in_features, out_features, *, flow="planar", n_flows=2, n_flows_reverse=2, hidden_size=50,
         prior_scale=1.0, posterior_init_scale=1e-3, generator=None, device=None, dtype=None,
     ):
-        super().__init__()
         factory = {"device": device, "dtype": dtype}
-        self.in_features = in_features
-        self.out_features = out_features
-        self.prior_scale = float(prior_scale)
-        self.mu = nn.Parameter(uniform_init((in_features + 1, out_features), in_features, generator, **factory))
-        self.rho = nn.Parameter(
-            torch.full((in_features + 1, out_features), inverse_softplus(posterior_init_scale), **factory)
+        super().__init__(
+            in_features, out_features, prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
+            generator=generator, **factory,
         )
         self.z_mu = nn.Parameter(torch.ones(in_features, **factory))
         self.z_rho = nn.Parameter(torch.full((in_features,), inverse_softplus(Z_INIT_STD), **factory))
@@ -158,16 +156,6 @@ class MNFLinear(nn.Module):
         state = dict(super().__getstate__())
         state["_pending"] = None
         return state
-
-    @property
-    def weight_mu(self):
-        """Means M of q(W | z = 1), (in_features, out_features)."""
-        return self.mu[:-1]
-
-    @property
-    def weight_sigma(self):
-        """Standard deviations Sigma of q(W | z), (in_features, out_features)."""
-        return F.softplus(self.rho[:-1])
 
     def draw_z(self, shape, generator=None):
         """Draws of z from q(z) and their log-density.
@@ -238,12 +226,9 @@ class MNFLinear(nn.Module):
             sum_ij [log(s / sigma_ij) + (sigma_ij^2 + z_i^2 mu_ij^2) / (2 s^2) - 1/2]
             plus the biases' term, s = prior_scale.
         """
-        var_p = self.prior_scale**2
-        sigma = F.softplus(self.rho)
-        # everything but the z_i^2 mu_ij^2 of the weights
-        constant = (math.log(self.prior_scale) - torch.log(sigma) + sigma**2 / (2 * var_p) - 0.5).sum()
-        constant = constant + (self.mu[-1] ** 2).sum() / (2 * var_p)
-        return constant + (z**2) @ (self.weight_mu**2).sum(-1) / (2 * var_p)
+        # the mean-field KL is the one at z = 1; z moves only the means' term z_i^2 mu_ij^2 / (2 s^2)
+        at_one = super().kl()
+        return at_one + (z**2 - 1.0) @ (self.weight_mu**2).sum(-1) / (2 * self.prior_scale**2)
 
     def reverse_log_prob(self, z, weight):
         """log r(z | W) of the reverse model (Louizos & Welling, eqs. 11-13), in nats.
