@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skbayes
-from skbayes.inference import MNF, PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import MNF, PBP, SGHMC, WHVI, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
@@ -32,6 +32,7 @@ def _methods():
         Vadam(),
         SGHMC(burn_in=20, thinning=2, n_kept_samples=5),
         DeepEnsemble(n_estimators=3),
+        WHVI(n_flows=1),
         MNF(hidden_size=8),
     ]
 

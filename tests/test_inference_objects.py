@@ -21,7 +21,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.inference import ALIASES, MNF, PBP, SGHMC, DeepEnsemble, InferenceMethod, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import ALIASES, MNF, PBP, SGHMC, WHVI, DeepEnsemble, InferenceMethod, MCDropout, MeanFieldVI, Vadam
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -37,6 +37,7 @@ def _methods():
         Vadam(),
         SGHMC(n_chains=2, burn_in=4, thinning=1, n_kept_samples=4),
         DeepEnsemble(n_estimators=2),
+        WHVI(),
         MNF(hidden_size=8),
     ]
 
@@ -63,6 +64,7 @@ DIAGNOSTICS = {
     "PBP": {"kl", "prior_std", "n_rejected"},
     "DeepEnsemble": {"neg_log_prior"},
     "SGHMC": {"neg_log_prior", "rhat"},
+    "WHVI": {"kl"},
     "MNF": {"kl"},
 }
 
@@ -75,6 +77,8 @@ BAD_PARAMETERS = [
     (SGHMC, "burn_in", -1),
     (SGHMC, "friction", 1.5),
     (DeepEnsemble, "n_estimators", 0),
+    (WHVI, "g_prior_variance", 0.0),
+    (WHVI, "last_layer", "dense"),
     (MNF, "flow", "radial"),
     (MNF, "n_flows", -1),
     (MNF, "hidden_size", 0),

@@ -7,6 +7,7 @@ import this module after putting their own folder on ``sys.path``::
     from _common import loadavg, write_atomic  # noqa: E402
 """
 
+import importlib
 import os
 import platform
 import resource
@@ -22,6 +23,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes.datasets import get_uci_split
+from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 
@@ -164,3 +166,153 @@ def print_written(json_path, md_path):
         print()
         print(md_path.read_text())
     print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
+
+
+def uci_splits(datasets, n_splits, data_home, skipped):
+    """Yield ``(name, split, X_train, X_test, y_train, y_test)`` over the first ``n_splits`` splits of each dataset.
+
+    Datasets absent from ``data_home`` are skipped with a printed note and a
+    line appended to ``skipped``; X is standardised by :func:`standardised_split`.
+    """
+    from skbayes.datasets import fetch_uci
+
+    for requested in datasets:
+        try:
+            bunch = fetch_uci(requested, data_home=data_home, download_if_missing=False)
+        except FileNotFoundError:
+            print(f"Skipping {requested}: not found", flush=True)
+            skipped.append(f"{requested} (not found)")
+            continue
+        name, n = bunch.name, min(n_splits, bunch.n_splits)
+        print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n} splits", flush=True)
+        for split in range(n):
+            yield (name, split, *standardised_split(bunch, split))
+
+
+# ---------------------------------------------------------------------------
+# The registry of the Bayesian MLPs' inference methods, shared by the BNN
+# benchmarks (cubic_toy.py, mnist_bnn.py, epoch_time.py --registry) and by
+# tests/test_cubic_toy.py.
+# ---------------------------------------------------------------------------
+
+
+def _optional(name, modules=("skbayes.inference",)):
+    """The class ``name`` from the first of ``modules`` that has it, or None (not on this branch yet)."""
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+# Methods of issue 12, picked up as soon as they exist (None until then).
+WHVI = _optional("WHVI")
+MNF = _optional("MNF")
+BayesByHypernet = _optional("BayesByHypernet")
+BayesByGAN = _optional("BayesByGAN")
+GPInducedPrior = _optional("GPInducedPrior", ("skbayes.inference", "skbayes.priors", "skbayes.nn.priors", "skbayes.nn"))
+
+
+def sghmc_schedule(epochs, n_kept_samples=20):
+    """SGHMC settings that run ``epochs`` epochs in all: half burn-in, then ``n_kept_samples`` per chain.
+
+    Returns a dict of :class:`skbayes.inference.SGHMC` parameters with
+    ``burn_in + thinning * n_kept_samples == epochs`` for ``epochs >= 2``
+    (at least one epoch of burn-in and one of thinning).
+    """
+    n_kept_samples = max(1, min(n_kept_samples, epochs // 2))
+    burn_in = max(1, epochs - (epochs // 2 // n_kept_samples) * n_kept_samples)
+    thinning = max(1, (epochs - burn_in) // n_kept_samples)
+    return {"burn_in": burn_in, "thinning": thinning, "n_kept_samples": n_kept_samples}
+
+
+def bnn_methods(epochs, *, task="regression", quick=False):
+    """Every inference method of the Bayesian MLPs, with the settings the BNN benchmarks give it.
+
+    Parameters
+    ----------
+    epochs : int
+        Training budget in epochs. The gradient-trained methods run exactly
+        this many (the stopping rule is switched off); SGHMC's schedule
+        (:func:`sghmc_schedule`) fills it; PBP runs ``min(epochs, 40)``
+        passes (the paper's 40; more passes count the data again).
+    task : {"regression", "classification"}, default="regression"
+        ``"classification"`` leaves out the methods whose
+        ``supports_classification`` is False (PBP).
+    quick : bool, default=False
+        Smaller sets of networks (3 ensemble members, 5 kept SGHMC samples
+        per chain) for smoke runs.
+
+    Returns
+    -------
+    methods : dict
+        ``{name: (inference object, estimator keyword arguments)}``, in a
+        fixed order (MeanFieldVI first: the reference of the epoch costs).
+        Pass both to ``BayesianMLPRegressor`` / ``BayesianMLPClassifier``:
+        ``Estimator(inference=method, **kwargs, ...)``.
+    """
+    if task not in ("regression", "classification"):
+        raise ValueError(f"task must be 'regression' or 'classification', got {task!r}")
+    fixed = {"max_iter": epochs, "n_iter_no_change": 10**9}
+    n_kept = 5 if quick else 20
+    methods = {
+        "MeanFieldVI": (MeanFieldVI(), fixed),
+        "MCDropout": (MCDropout(), fixed),
+        "Vadam": (Vadam(), fixed),
+        "SGHMC": (SGHMC(n_chains=2, **sghmc_schedule(epochs, n_kept)), {}),
+        "DeepEnsemble": (DeepEnsemble(n_estimators=3 if quick else 5), fixed),
+        "PBP": (PBP(), {"max_iter": min(epochs, 40), "n_iter_no_change": 10**9}),
+    }
+    # ---- Issue 12's methods: one line each; they join every BNN benchmark once they exist. ----
+    # Give them their default settings here; change a line if a method needs its own budget.
+    if WHVI is not None:
+        methods["WHVI"] = (WHVI(), fixed)
+    if MNF is not None:
+        methods["MNF"] = (MNF(), fixed)
+    if BayesByHypernet is not None:
+        methods["BayesByHypernet"] = (BayesByHypernet(), fixed)
+    if BayesByGAN is not None:
+        methods["BayesByGAN"] = (BayesByGAN(), fixed)
+    if GPInducedPrior is not None:  # the GP-induced prior (Tran et al. 2022) sampled by SGHMC
+        methods["SGHMC+GPInducedPrior"] = (
+            SGHMC(n_chains=2, prior=GPInducedPrior(), **sghmc_schedule(epochs, n_kept)), {})
+    # ---- end of issue 12's methods ----
+    if task == "classification":
+        methods = {name: entry for name, entry in methods.items() if entry[0].supports_classification}
+    return methods
+
+
+def select_methods(methods, names):
+    """The entries of ``methods`` named in ``names`` (case-insensitive), in registry order; all when None.
+
+    Raises ValueError naming the unknown names and the available ones.
+    """
+    if not names:
+        return methods
+    wanted = {n.lower() for n in names}
+    unknown = wanted - {n.lower() for n in methods}
+    if unknown:
+        raise ValueError(f"unknown method(s) {sorted(unknown)}; available: {list(methods)}")
+    return {name: entry for name, entry in methods.items() if name.lower() in wanted}
+
+
+def registry_parser(doc, quick_help, default_output_dir):
+    """An argument parser with the options shared by the registry benchmarks.
+
+    ``--quick``, ``--methods``, ``--threads``, ``--output-dir`` and ``--tag``;
+    its description is the first paragraph of ``doc`` (the script's
+    docstring). A missing ``--tag`` is for the caller to resolve (``full``
+    or ``quick``).
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--methods", nargs="+", default=None, metavar="NAME",
+                        help="Registry names to run, case-insensitive (default: every method of the registry).")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N).")
+    parser.add_argument("--output-dir", default=str(default_output_dir))
+    parser.add_argument("--tag", default=None, help="Results file tag (default: full, or quick with --quick).")
+    return parser

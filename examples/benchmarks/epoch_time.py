@@ -7,7 +7,7 @@ y standardised with the training statistics) it times full training runs of
 
 * ``BayesianMLPRegressor(inference="mfvi")`` and ``(inference="mc_dropout")``
   (or the methods named by ``--methods``: ``pbp``, ``vadam``, ``sghmc``,
-  ``ensemble``, ``mnf`` (planar flows) and ``mnf_realnvp`` too, in float64) with default settings except
+  ``ensemble`` too, in float64) with default settings except
   ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
   and ``random_state=0`` (for ``sghmc``, ``inference=SGHMC(burn_in=epochs-1,
   thinning=1, n_kept_samples=1)``, the same number of epochs);
@@ -47,6 +47,24 @@ smoke run measured 10-50x slower epochs than with ``--threads 1``). The load
 average at start and end is printed. ``--device cuda`` times the estimator and
 the bare MLP on a GPU (the scikit-learn row stays on the CPU).
 
+Every method of the registry, relative to mean-field VI
+-------------------------------------------------------
+``--registry`` (optionally followed by registry names) times instead every
+inference method of the benchmarks' registry (``bnn_methods`` in
+``_common.py``: MeanFieldVI, MCDropout, Vadam, SGHMC, DeepEnsemble, PBP and,
+once they exist, the methods of issue 12) with the settings the registry
+gives them for ``--epochs`` epochs (e.g. 5 ensemble members, 2 SGHMC chains),
+on the same data and network (``BayesianMLPRegressor``, one hidden layer of
+50 units, float64, batch 32), warm-up then round-robin as above, and reports
+the median seconds per epoch (fit time / epochs run) and its ratio to
+MeanFieldVI's median in the same run; the load average at start and end is
+recorded. ``--json`` (default in this mode:
+``examples/benchmarks/results/epoch_time_registry.json``) gets the raw
+times and a Markdown table beside it (same name, ``.md``)::
+
+    python examples/benchmarks/epoch_time.py --registry --epochs 20 --repeats 5 --threads 1
+    python examples/benchmarks/epoch_time.py --registry MeanFieldVI SGHMC --epochs 5 --repeats 2
+
 What it prints
 --------------
 The environment (torch and scikit-learn versions, torch threads, load
@@ -75,10 +93,10 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
-from skbayes.inference import ALIASES, MNF, SGHMC
+from skbayes.inference import ALIASES, SGHMC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import limit_threads, loadavg  # noqa: E402
+from _common import bnn_methods, limit_threads, loadavg, select_methods, write_atomic  # noqa: E402
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
@@ -105,9 +123,12 @@ def parse_args(argv=None):
                         "own default 'auto' would pick CUDA when available).")
     parser.add_argument("--json", default=None, help="Also write the raw times to this JSON file.")
     parser.add_argument("--methods", nargs="+", default=["mfvi", "mc_dropout"],
-                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble", "mnf", "mnf_realnvp"],
+                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble"],
                         help="Inference methods of the estimator to time (default: mfvi mc_dropout; "
                              "methods other than these two are timed in float64 only).")
+    parser.add_argument("--registry", nargs="*", default=None, metavar="NAME",
+                        help="Time every method of the benchmarks' registry (or those named) relative to "
+                             "MeanFieldVI instead of the configurations above.")
     args = parser.parse_args(argv)
     for name in ("epochs", "repeats"):
         if getattr(args, name) < 1:
@@ -119,8 +140,6 @@ def parse_args(argv=None):
 def _run_length(inference, epochs):
     if inference == "sghmc":  # burn-in + thinning * kept samples epochs
         return SGHMC(burn_in=epochs - 1, thinning=1, n_kept_samples=1), {}
-    if inference == "mnf_realnvp":
-        return MNF(flow="realnvp"), {"max_iter": epochs, "n_iter_no_change": 10**9}
     return ALIASES[inference](), {"max_iter": epochs, "n_iter_no_change": 10**9}
 
 
@@ -235,6 +254,73 @@ def time_sklearn_mlp(X, y, epochs, batch_size):
     return elapsed / model.n_iter_
 
 
+def time_registry_method(X, y, inference, kwargs, device):
+    """Seconds per epoch of one registry method: fit time / epochs run."""
+    model = BayesianMLPRegressor(hidden_layer_sizes=(HIDDEN,), inference=inference, random_state=0,
+                                 device=device, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        model.fit(X, y)
+        elapsed = time.perf_counter() - start
+    return elapsed / model.n_iter_, int(model.n_iter_)
+
+
+def registry_markdown(result):
+    s, env = result["settings"], result["environment"]
+    lines = [
+        f"{s['dataset']} split 0 ({s['n_rows']} rows, batch {s['batch_size']}), BayesianMLPRegressor with one hidden "
+        f"layer of {HIDDEN} units, float64, {s['epochs']} epochs per run, median of {s['repeats']} interleaved runs, "
+        f"{env['torch_num_threads']} torch thread(s), load average {env['loadavg_start'][0]} at start and "
+        f"{env['loadavg_end'][0]} at end.",
+        "",
+        "| method | settings | epochs run | median s/epoch | min s/epoch | × MeanFieldVI |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in result["summary"].items():
+        lines.append(f"| {name} | `{row['inference']}` | {row['epochs_run']} | {row['median_s_per_epoch']:.5f} "
+                     f"| {row['min_s_per_epoch']:.5f} | {row['ratio_to_mfvi']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main_registry(args, bunch, X, y, batch_size):
+    """``--registry``: every registry method's seconds per epoch and its ratio to MeanFieldVI, one run."""
+    methods = select_methods(bnn_methods(args.epochs), args.registry)
+    if "MeanFieldVI" not in methods:
+        methods = {"MeanFieldVI": bnn_methods(args.epochs)["MeanFieldVI"], **methods}
+    env = {"python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,
+           "torch_num_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": args.device,
+           "loadavg_start": loadavg(), "command": [sys.executable, *sys.argv]}
+    print(f"{bunch.name} split 0: {X.shape[0]} rows, batch {batch_size}, {args.epochs} epochs per run, "
+          f"{args.repeats} repeats, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']}",
+          flush=True)
+    for name, (method, kwargs) in methods.items():  # warm-up
+        time_registry_method(X[:64], y[:64], method, {**kwargs, "max_iter": 1} if "max_iter" in kwargs else kwargs,
+                             args.device)
+    times, epochs_run = {name: [] for name in methods}, {}
+    for r in range(args.repeats):
+        for name, (method, kwargs) in methods.items():
+            t, epochs_run[name] = time_registry_method(X, y, method, kwargs, args.device)
+            times[name].append(t)
+            print(f"  repeat {r + 1}/{args.repeats}  {name:<24} {t:.5f} s/epoch ({epochs_run[name]} epochs)", flush=True)
+    env["loadavg_end"] = loadavg()
+    reference = statistics.median(times["MeanFieldVI"])
+    summary = {name: {"inference": repr(methods[name][0]), "estimator_kwargs": methods[name][1],
+                      "epochs_run": epochs_run[name], "median_s_per_epoch": statistics.median(t),
+                      "min_s_per_epoch": min(t), "ratio_to_mfvi": statistics.median(t) / reference}
+               for name, t in times.items()}
+    result = {"settings": {"dataset": bunch.name, "n_rows": int(X.shape[0]), "batch_size": batch_size,
+                           "hidden_layer_sizes": [HIDDEN], "epochs": args.epochs, "repeats": args.repeats},
+              "environment": env, "times_s_per_epoch": times, "summary": summary}
+    json_path = Path(args.json or Path(__file__).resolve().parent / "results" / "epoch_time_registry.json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(json_path, json.dumps(result, indent=1))
+    md_path = json_path.with_suffix(".md")
+    write_atomic(md_path, registry_markdown(result))
+    print("\n" + md_path.read_text() + f"Wrote {json_path}\nWrote {md_path}")
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads, blas=False)
@@ -247,6 +333,8 @@ def main(argv=None):
     X = StandardScaler().fit_transform(X_train)
     y = (y_train - y_train.mean()) / y_train.std()
     batch_size = auto_batch_size(len(X))
+    if args.registry is not None:
+        return main_registry(args, bunch, X, y, batch_size)
 
     env = {
         "python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,

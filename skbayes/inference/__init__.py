@@ -17,6 +17,7 @@ from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
 from ._variational import MCDropout, MeanFieldVI
+from ._whvi import WHVI
 
 __all__ = [
     "ALIASES",
@@ -31,6 +32,7 @@ __all__ = [
     "SGHMC",
     "Training",
     "Vadam",
+    "WHVI",
     "resolve_inference",
 ]
 
@@ -42,6 +44,7 @@ ALIASES = {
     "vadam": Vadam,
     "sghmc": SGHMC,
     "ensemble": DeepEnsemble,
+    "whvi": WHVI,
     "mnf": MNF,
 }
 

@@ -55,8 +55,10 @@ from .layers import (
     MNFLinear,
     PBPLinear,
     StackedLinear,
+    WHVILinear,
     gaussian_weight_draws,
     local_reparameterization,
+    whvi_dimensions,
 )
 from .likelihoods import (
     BernoulliLikelihood,
@@ -77,6 +79,7 @@ from .networks import (
     RowMoments,
     StackedMLP,
     VAEModule,
+    WHVIMLP,
     forward_with_parameters,
 )
 from .objectives import kl_warmup_weight, negative_elbo
@@ -140,6 +143,8 @@ __all__ = [
     "SumKernel",
     "VAEModule",
     "Vadam",
+    "WHVILinear",
+    "WHVIMLP",
     "WhiteNoise",
     "adf_gaussian_update",
     "blr_mean_field",
@@ -169,4 +174,5 @@ __all__ = [
     "stationary_to_sklearn_kernel",
     "to_sklearn_kernel",
     "uniform_init",
+    "whvi_dimensions",
 ]

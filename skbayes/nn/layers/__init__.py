@@ -29,6 +29,8 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   backpropagation.
 * :mod:`.stacked`: :class:`StackedLinear`, M deterministic affine maps in one
   tensor (deep ensembles, kept MCMC samples).
+* :mod:`.whvi`: :class:`WHVILinear`, the Walsh-Hadamard posterior (WHVI) and
+  the dimensions of its non-square layers (:func:`whvi_dimensions`).
 """
 
 from .dropout import DropoutLinear
@@ -36,6 +38,7 @@ from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparamete
 from .mnf import MNFLinear
 from .pbp import PBPLinear
 from .stacked import StackedLinear
+from .whvi import WHVILinear, whvi_dimensions
 
 __all__ = [
     "DropoutLinear",
@@ -43,6 +46,8 @@ __all__ = [
     "MeanFieldLinear",
     "PBPLinear",
     "StackedLinear",
+    "WHVILinear",
     "gaussian_weight_draws",
     "local_reparameterization",
+    "whvi_dimensions",
 ]

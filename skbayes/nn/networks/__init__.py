@@ -10,6 +10,8 @@
   backpropagation with its Gamma hyper-posteriors.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
   (conditional) variational autoencoder.
+* :mod:`.whvi`: :class:`WHVIMLP`, Walsh-Hadamard hidden layers and a
+  mean-field last layer (WHVI).
 """
 
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
@@ -17,6 +19,7 @@ from .mnf import MNFMLP
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
 from .vae import VAEModule
+from .whvi import WHVIMLP
 
 __all__ = [
     "MLP",
@@ -27,5 +30,6 @@ __all__ = [
     "RowMoments",
     "StackedMLP",
     "VAEModule",
+    "WHVIMLP",
     "forward_with_parameters",
 ]
