@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skbayes
-from skbayes.inference import PBP, SGHMC, BayesByGAN, BayesByHypernet, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam, WHVI
+from skbayes.inference import MNF, PBP, SGHMC, BayesByGAN, BayesByHypernet, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam, WHVI
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
@@ -37,6 +37,7 @@ def _methods():
         BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
         SGHMC(burn_in=20, thinning=2, n_kept_samples=5, prior=GPInducedPrior(
             n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)),
+        MNF(hidden_size=8),
     ]
 
 

@@ -23,6 +23,7 @@ from sklearn.utils import estimator_checks
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import (
     ALIASES,
+    MNF,
     PBP,
     SGHMC,
     BayesByGAN,
@@ -52,6 +53,7 @@ def _methods():
         WHVI(),
         BayesByHypernet(generator_hidden_sizes=(8,)),
         BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(12,)),
+        MNF(hidden_size=8),
     ]
 
 
@@ -80,6 +82,7 @@ DIAGNOSTICS = {
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},
     "BayesByGAN": {"kl_discriminator", "discriminator_loss"},
+    "MNF": {"kl"},
 }
 
 # One invalid value per method (PBP has no parameters).
@@ -97,6 +100,9 @@ BAD_PARAMETERS = [
     (BayesByHypernet, "generator_hidden_sizes", 0),
     (BayesByGAN, "discriminator_hidden_sizes", "wide"),
     (BayesByGAN, "discriminator_learning_rate", 0.0),
+    (MNF, "flow", "radial"),
+    (MNF, "n_flows", -1),
+    (MNF, "hidden_size", 0),
 ]
 
 

@@ -3,8 +3,8 @@
 Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
-``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"bbh"``
-(Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
+``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"whvi"``,
+``"mnf"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -14,8 +14,9 @@ of its own method only, is cloned and grid-searched like any estimator
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
 from ._gan import BayesByGAN
-from ._hypernet import BayesByHypernet
 from ._gpi_prior import GPInducedPrior
+from ._hypernet import BayesByHypernet
+from ._mnf import MNF
 from ._pbp import PBP
 from ._sghmc import SGHMC
 from ._vadam import Vadam
@@ -31,6 +32,7 @@ __all__ = [
     "GPInducedPrior",
     "InferenceMethod",
     "MCDropout",
+    "MNF",
     "MeanFieldVI",
     "ModelSettings",
     "PBP",
@@ -52,6 +54,7 @@ ALIASES = {
     "whvi": WHVI,
     "bbh": BayesByHypernet,
     "bbg": BayesByGAN,
+    "mnf": MNF,
 }
 
 

@@ -82,7 +82,7 @@ inference_ : InferenceMethod
 inference_diagnostics_ : dict
     What the method reports about the fit, rebuilt by every fit:
     ``"kl"`` (KL(q || prior) in nats) for ``MeanFieldVI``, ``MCDropout``,
-    ``Vadam``, ``PBP`` and ``WHVI``; ``"prior_std"`` and ``"n_rejected"`` for
+    ``Vadam``, ``PBP`` and ``WHVI``, and its auxiliary upper bound for ``MNF``; ``"prior_std"`` and ``"n_rejected"`` for
     ``PBP``; ``"neg_log_prior"`` (sum(w^2) / (2 prior_scale^2) over all
     members) for ``DeepEnsemble`` and ``SGHMC``; ``"rhat"`` (the largest
     split R-hat of the chains) for ``SGHMC``; with

@@ -22,6 +22,9 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   :func:`local_reparameterization` and :func:`gaussian_weight_draws`.
 * :mod:`.dropout`: :class:`DropoutLinear`, MC dropout and its KL-condition
   penalty.
+* :mod:`.mnf`: :class:`MNFLinear`, multiplicative normalising flows
+  (Louizos & Welling 2017); its ``kl()`` is a Monte-Carlo estimate of the
+  auxiliary bound, over the z drawn by the last training ``forward``.
 * :mod:`.pbp`: :class:`PBPLinear`, the moment-storing layer of probabilistic
   backpropagation.
 * :mod:`.stacked`: :class:`StackedLinear`, M deterministic affine maps in one
@@ -35,6 +38,7 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
 from .dropout import DropoutLinear
 from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
+from .mnf import MNFLinear
 from .pbp import PBPLinear
 from .stacked import StackedLinear
 from .whvi import WHVILinear, whvi_dimensions
@@ -42,6 +46,7 @@ from .whvi import WHVILinear, whvi_dimensions
 __all__ = [
     "DropoutLinear",
     "ImplicitLinear",
+    "MNFLinear",
     "MeanFieldLinear",
     "PBPLinear",
     "StackedLinear",

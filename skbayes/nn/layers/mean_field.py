@@ -24,12 +24,15 @@ from ..functional import generator_device, inverse_softplus, uniform_init
 __all__ = ["MeanFieldLinear", "gaussian_weight_draws", "local_reparameterization"]
 
 
-def local_reparameterization(x, mean, var, generator=None, sample=True):
+def local_reparameterization(x, mean, var, generator=None, sample=True, *, z=None):
     r"""Pre-activations of a factorised-Gaussian linear layer, fresh noise per row.
 
     With weights and bias stored as one (in_features + 1, out_features) tensor,
     the bias as the last row ([Kingma2015]_, eq. 6):
-    b = x M + m_b + eps * sqrt(x^2 V + v_b), eps ~ N(0, 1).
+    b = x M + m_b + eps * sqrt(x^2 V + v_b), eps ~ N(0, 1). With
+    multiplicative noise ``z`` on the weight means, W_ij ~ N(z_i M_ij, V_ij)
+    (Louizos & Welling 2017, eq. 4 and Algorithm 1; Killingberg 2021,
+    Algorithm 5), the mean becomes (x * z) M + m_b and the variance stays.
 
     Parameters
     ----------
@@ -40,6 +43,9 @@ def local_reparameterization(x, mean, var, generator=None, sample=True):
         Source of the noise.
     sample : bool, default=True
         If False, return the mean pre-activations (no noise).
+    z : torch.Tensor broadcastable to x, optional
+        Multiplicative noise on the inputs of the mean (one value per row and
+        input unit); None for none.
 
     Returns
     -------
@@ -47,8 +53,9 @@ def local_reparameterization(x, mean, var, generator=None, sample=True):
     """
     in_features, out_features = mean.shape[0] - 1, mean.shape[1]
     shape = (*x.shape[:-1], out_features)
+    x_mean = x if z is None else x * z
     x = x.reshape(-1, in_features)
-    out = torch.addmm(mean[-1], x, mean[:-1])
+    out = torch.addmm(mean[-1], x_mean.reshape(-1, in_features), mean[:-1])
     if sample:
         pre_var = torch.addmm(var[-1], x * x, var[:-1])
         eps = torch.randn(out.shape, generator=generator, device=generator_device(generator, out.device), dtype=out.dtype)

@@ -5,6 +5,7 @@
   deterministic :class:`MLP`.
 * :mod:`.stacked`: :class:`StackedMLP`, M deterministic MLPs in one batched
   pass (deep ensembles, kept SGHMC samples).
+* :mod:`.mnf`: :class:`MNFMLP`, multiplicative normalising flow layers.
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
 * :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
@@ -17,6 +18,7 @@
 
 from .implicit import ImplicitMLP, SliceDiscriminator
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
+from .mnf import MNFMLP
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
 from .vae import VAEModule
@@ -24,6 +26,7 @@ from .whvi import WHVIMLP
 
 __all__ = [
     "MLP",
+    "MNFMLP",
     "BayesianLayerStack",
     "BayesianMLP",
     "ImplicitMLP",
