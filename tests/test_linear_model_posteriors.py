@@ -112,7 +112,7 @@ def test_gp_induced_prior_of_a_linear_model_recovers_the_dot_product_scale():
     # f = w^T x + b with w ~ N(0, s^2 I), b ~ N(0, s_b^2) is a GP with kernel
     # s_b^2 + s^2 x^T x; the target c (sigma_0^2 + x^T x) with c = 0.25 and
     # sigma_0 = 1 is met by s = s_b = sqrt(c) = 0.5. The W1 fit is stochastic
-    # (fitted 0.43-0.55 over 5 runs); its start, 1/sqrt(2) and 1, is outside
+    # (fitted 0.43-0.55, bias 0.45-0.56, over 5 runs); its start, 1/sqrt(2) and 1, is outside
     # the 20% bound. SGHMC then samples the BLR posterior under the fitted
     # prior: same tolerances as test_sghmc.py's linear-model test.
     c = 0.25
