@@ -1,4 +1,7 @@
-"""Bayes by GAN: an implicit posterior whose KL is a discriminator's density-ratio estimate (Killingberg 2021)."""
+"""Bayes by GAN: an implicit posterior whose KL is a discriminator's density-ratio estimate.
+
+Killingberg 2021, Proposition 1, eqs. 4.1-4.3 and Algorithm 7.
+"""
 
 import math
 from numbers import Integral, Real

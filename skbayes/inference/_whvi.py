@@ -1,4 +1,7 @@
-"""Walsh-Hadamard variational inference (WHVI) for the Bayesian MLPs."""
+"""Walsh-Hadamard variational inference (WHVI) for the Bayesian MLPs.
+
+Rossi et al. 2020; Rossi 2022, chapter 4, eqs. 4.7 and 4.14-4.15.
+"""
 
 from numbers import Integral, Real
 
