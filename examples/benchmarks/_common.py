@@ -8,6 +8,7 @@ import this module after putting their own folder on ``sys.path``::
 """
 
 import importlib
+import json
 import os
 import platform
 import resource
@@ -225,6 +226,32 @@ def environment_lines(report):
     if report["skipped"]:
         lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
     return lines
+
+
+def start_uci_report(args, json_path, *, cpu_count, **settings):
+    """The results dict of a UCI benchmark and its ``save()``; prints the threads and load average.
+
+    ``report["settings"]`` is ``vars(args)``, the resolved ``data_home``,
+    ``settings`` and the definition of the standard error; the other
+    entries (``environment``, empty ``splits``, ``aggregates``,
+    ``skipped``, ``complete=False``) are filled by :func:`fit_uci_splits`
+    and :func:`run_saving`. ``save()`` writes the report as JSON to
+    ``json_path`` (:func:`write_atomic`).
+    """
+    from skbayes.datasets import get_data_home
+
+    report = {
+        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)), **settings,
+                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
+        "environment": environment(cpu_count=cpu_count),
+        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
+    }
+    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
+
+    def save():
+        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+
+    return report, save
 
 
 def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, progress, save, after=None):

@@ -33,25 +33,22 @@ environment) and ``gpi_prior_uci_<tag>.md``.
 """
 
 import argparse
-import json
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written,
-    run_saving, write_atomic,
+    environment_lines, fit_uci_splits, limit_threads, mean_se, output_paths, print_written,
+    run_saving, start_uci_report, write_atomic,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
-from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import SGHMC, GPInducedPrior  # noqa: E402
 
 DATASETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
@@ -160,16 +157,7 @@ def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
     json_path, md_path = output_paths(args, "gpi_prior_uci")
-    report = {
-        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)),
-                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": environment(cpu_count=False),
-        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
-    }
-    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
-
-    def save():
-        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+    report, save = start_uci_report(args, json_path, cpu_count=False)
 
     def progress(name, method, split, res):
         return (f"  {name:<16} {method:<7} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"

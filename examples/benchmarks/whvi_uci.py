@@ -53,7 +53,6 @@ thesis's MFG and WHVI columns).
 """
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -61,17 +60,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written,
-    run_saving, write_atomic,
+    environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written,
+    run_saving, start_uci_report, write_atomic,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
-from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import WHVI, MeanFieldVI  # noqa: E402
 
 METHODS = {"whvi": WHVI, "mfvi": MeanFieldVI}
@@ -182,16 +179,7 @@ def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
     json_path, md_path = output_paths(args, "whvi_uci")
-    report = {
-        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)), "batch_size": BATCH_SIZE,
-                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": environment(cpu_count=True),
-        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
-    }
-    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
-
-    def save():
-        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+    report, save = start_uci_report(args, json_path, cpu_count=True, batch_size=BATCH_SIZE)
 
     def progress(name, method, split, res):
         return (f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  MNLL {res['mnll']:8.4f}"
