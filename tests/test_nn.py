@@ -110,3 +110,24 @@ def test_categorical_likelihood_broadcasts_over_draws():
 def test_negative_elbo_scales_the_kl_by_the_data_size():
     log_lik = torch.tensor([[-1.0, -2.0, -3.0]])
     assert float(negative_elbo(log_lik, torch.tensor(50.0), 100)) == pytest.approx(2.0 + 0.5)
+
+
+def test_gaussian_kl_matches_the_closed_form():
+    from skbayes.nn.layers.mean_field import gaussian_kl
+
+    gen = torch.Generator().manual_seed(0)
+    mean = torch.randn(4, 3, generator=gen, dtype=torch.float64)
+    std = torch.rand(4, 3, generator=gen, dtype=torch.float64) + 0.1
+    s = 0.7
+    expected = (math.log(s) - std.log() + (std**2 + mean**2) / (2 * s**2) - 0.5).sum()
+    assert torch.allclose(gaussian_kl(mean, std, s), expected)
+    assert torch.allclose(gaussian_kl(mean, std, torch.tensor(s, dtype=torch.float64)), expected)
+
+
+def test_standard_normal_is_the_generators_draws_in_the_dtype_of_like():
+    from skbayes.nn.functional import standard_normal
+
+    like = torch.zeros(2, dtype=torch.float64)
+    eps = standard_normal((5, 3), like, torch.Generator().manual_seed(3))
+    assert eps.dtype == torch.float64 and eps.shape == (5, 3)
+    assert torch.equal(eps, torch.randn((5, 3), generator=torch.Generator().manual_seed(3), dtype=torch.float64))

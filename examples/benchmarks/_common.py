@@ -8,6 +8,7 @@ import this module after putting their own folder on ``sys.path``::
 """
 
 import importlib
+import json
 import os
 import platform
 import resource
@@ -187,6 +188,95 @@ def uci_splits(datasets, n_splits, data_home, skipped):
         print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n} splits", flush=True)
         for split in range(n):
             yield (name, split, *standardised_split(bunch, split))
+
+
+def aggregate_splits(rows, keys):
+    """Mean and standard error over splits of each of ``keys`` in ``rows`` (one dict per split).
+
+    Returns ``{"n_splits": len(rows), key: {"mean": ..., "se": ...}, ...}``
+    with se = ``np.std(values, ddof=0) / sqrt(n_splits)``; a key missing
+    from a row counts as NaN (so its mean is NaN).
+    """
+    out = {"n_splits": len(rows)}
+    for key in keys:
+        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
+        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
+    return out
+
+
+def mean_se(agg, key, digits=3):
+    """``"mean ± se"`` of ``agg[key]`` (an entry of :func:`aggregate_splits`) with ``digits`` decimals.
+
+    ``"—"`` when ``agg`` is None or empty (the method was not run) or the
+    mean is NaN (the metric does not apply).
+    """
+    if not agg or np.isnan(agg[key]["mean"]):
+        return "—"
+    return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}"
+
+
+def environment_lines(report):
+    """The closing lines of a results table: the environment sentence, then the skipped datasets if any."""
+    env = report["environment"]
+    lines = [
+        f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, git "
+        f"{env['git_commit']}, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at "
+        f"start, {env.get('loadavg_end')} at end; complete: {report['complete']}."
+    ]
+    if report["skipped"]:
+        lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
+    return lines
+
+
+def start_uci_report(args, json_path, *, cpu_count, **settings):
+    """The results dict of a UCI benchmark and its ``save()``; prints the threads and load average.
+
+    ``report["settings"]`` is ``vars(args)``, the resolved ``data_home``,
+    ``settings`` and the definition of the standard error; the other
+    entries (``environment``, empty ``splits``, ``aggregates``,
+    ``skipped``, ``complete=False``) are filled by :func:`fit_uci_splits`
+    and :func:`run_saving`. ``save()`` writes the report as JSON to
+    ``json_path`` (:func:`write_atomic`).
+    """
+    from skbayes.datasets import get_data_home
+
+    report = {
+        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)), **settings,
+                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
+        "environment": environment(cpu_count=cpu_count),
+        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
+    }
+    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
+
+    def save():
+        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+
+    return report, save
+
+
+def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, progress, save, after=None):
+    """The loop of the UCI benchmarks: every method on every split, recorded in ``report`` as it goes.
+
+    For each ``(name, split, X_train, X_test, y_train, y_test)`` of
+    :func:`uci_splits` and each method of ``order(split)``:
+    ``res = fit(method, X_train, y_train, X_test, y_test, split)`` is
+    appended (with ``"split"`` and ``"loadavg"``) to
+    ``report["splits"][name][method]``, ``report["aggregates"][name][method]``
+    becomes :func:`aggregate_splits` of those rows over ``keys``,
+    ``after(name, rows)`` is called when given (e.g. paired differences),
+    ``progress(name, method, split, res)`` is printed and ``save()`` called.
+    Skipped datasets go to ``report["skipped"]``.
+    """
+    for name, split, X_train, X_test, y_train, y_test in uci_splits(datasets, n_splits, data_home, report["skipped"]):
+        rows = report["splits"].setdefault(name, {})
+        for method in order(split):
+            res = fit(method, X_train, y_train, X_test, y_test, split)
+            rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
+            report["aggregates"].setdefault(name, {})[method] = aggregate_splits(rows[method], keys)
+            if after is not None:
+                after(name, rows)
+            print(progress(name, method, split, res), flush=True)
+            save()
 
 
 # ---------------------------------------------------------------------------

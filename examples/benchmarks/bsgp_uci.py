@@ -82,11 +82,12 @@ from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
+    environment, environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths,
+    print_written, run_saving, write_atomic,
 )
 
 from skbayes import SparseGPRegressor  # noqa: E402
-from skbayes.datasets import fetch_uci, get_data_home  # noqa: E402
+from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import SGHMC  # noqa: E402
 
 METHODS = ("variational", "bsgp")
@@ -159,36 +160,24 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     return res
 
 
-def aggregate(rows):
-    out = {"n_splits": len(rows)}
-    for key in (*METRICS, "rhat", "rhat_log_lik", "rhat_hyperparameters"):
-        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
-        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
-    return out
-
-
 def paired(rows):
     ref = {r["split"]: r for r in rows.get("variational", [])}
     pairs = [(r, ref[r["split"]]) for r in rows.get("bsgp", []) if r["split"] in ref]
     return {"splits": [a["split"] for a, _ in pairs], "test_ll_diff": [a["test_ll"] - b["test_ll"] for a, b in pairs]}
 
 
-def fmt(agg, key, digits=3):
-    mean, se = agg[key]["mean"], agg[key]["se"]
-    return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
-
-
 def markdown(report):
-    s, env = report["settings"], report["environment"]
+    s = report["settings"]
     lines = ["| dataset | method | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
              "| R-hat (hyper) |", "|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
         for method in METHODS:
             if method in per_method:
                 agg = per_method[method]
-                lines.append(f"| {name} | {method}, M={s['n_inducing']} | {agg['n_splits']} | {fmt(agg, 'rmse', 4)} "
-                             f"| {fmt(agg, 'test_ll')} | {fmt(agg, 'fit_time_s', 1)} | {fmt(agg, 'rhat', 2)} "
-                             f"| {fmt(agg, 'rhat_log_lik', 2)} | {fmt(agg, 'rhat_hyperparameters', 2)} |")
+                lines.append(f"| {name} | {method}, M={s['n_inducing']} | {agg['n_splits']} "
+                             f"| {mean_se(agg, 'rmse', 4)} | {mean_se(agg, 'test_ll')} "
+                             f"| {mean_se(agg, 'fit_time_s', 1)} | {mean_se(agg, 'rhat', 2)} "
+                             f"| {mean_se(agg, 'rhat_log_lik', 2)} | {mean_se(agg, 'rhat_hyperparameters', 2)} |")
     lines += ["", "| dataset | test LL, BSGP minus variational, per split |", "|---|---|"]
     for name, p in report["paired"].items():
         lines.append(f"| {name} | {', '.join(f'{d:+.3f}' for d in p['test_ll_diff'])} |")
@@ -205,12 +194,8 @@ def markdown(report):
          "start. R-hat: largest split R-hat of the training log-likelihoods and log hyperparameters; R-hat (log-lik): "
          "of the training log-likelihoods only (the predictive quantities); R-hat (hyper): of the log length-scales, "
          "signal and noise variances only."),
-        (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, git "
-         f"{env['git_commit']}, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at "
-         f"start, {env.get('loadavg_end')} at end; complete: {report['complete']}."),
     ]
-    if report["skipped"]:
-        lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
+    lines += environment_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -229,30 +214,24 @@ def main(argv=None):
     def save():
         write_atomic(json_path, json.dumps(report, indent=1, default=str))
 
+    def progress(name, method, split, res):
+        rhat = (f"  R-hat {res['rhat']:.2f} (log-lik {res['rhat_log_lik']:.2f}, hyper "
+                f"{res['rhat_hyperparameters']:.2f})" if "rhat" in res else "")
+        return (f"  {name:<12} {method:<11} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
+                f"  {res['fit_time_s']:7.1f} s{rhat}  load {loadavg()[0]}")
+
+    def record_paired(name, rows):
+        report["paired"][name] = paired(rows)
+
     def run():
-        for requested in args.datasets:
-            try:
-                bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
-            except FileNotFoundError:
-                print(f"Skipping {requested}: not found", flush=True)
-                report["skipped"].append(f"{requested} (not found)")
-                continue
-            name, n_splits = bunch.name, min(args.splits, bunch.n_splits)
-            print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n_splits} splits", flush=True)
-            rows = report["splits"].setdefault(name, {})
-            for split in range(n_splits):
-                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
-                order = METHODS if split % 2 == 0 else METHODS[::-1]
-                for method in order:
-                    res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
-                    rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
-                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
-                    report["paired"][name] = paired(rows)
-                    rhat = (f"  R-hat {res['rhat']:.2f} (log-lik {res['rhat_log_lik']:.2f}, hyper "
-                            f"{res['rhat_hyperparameters']:.2f})" if "rhat" in res else "")
-                    print(f"  {name:<12} {method:<11} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
-                          f"  {res['fit_time_s']:7.1f} s{rhat}  load {loadavg()[0]}", flush=True)
-                    save()
+        fit_uci_splits(
+            report, args.datasets, args.splits, args.data_home,
+            order=lambda split: METHODS if split % 2 == 0 else METHODS[::-1],
+            fit=lambda method, X_train, y_train, X_test, y_test, split: fit_one(
+                method, args, X_train, y_train, X_test, y_test, split),
+            keys=(*METRICS, "rhat", "rhat_log_lik", "rhat_hyperparameters"), progress=progress, save=save,
+            after=record_paired,
+        )
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
     print_written(json_path, md_path)

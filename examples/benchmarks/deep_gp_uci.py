@@ -84,7 +84,7 @@ from skbayes.datasets import fetch_uci, get_data_home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, run_saving, standardised_split, write_atomic,
+    aggregate_splits, environment, limit_threads, loadavg, output_paths, run_saving, standardised_split, write_atomic,
 )
 
 DATASETS = ("kin8nm", "power-plant", "protein-tertiary-structure")
@@ -152,14 +152,6 @@ def fit_one(method, X_train, y_train, X_test, y_test, args, seed):
     }
 
 
-def aggregate(rows):
-    out = {"n_splits": len(rows)}
-    for key in METRICS:
-        values = np.array([r[key] for r in rows], dtype=float)
-        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
-    return out
-
-
 def fmt(agg, key, digits=3):
     return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}"
 
@@ -225,7 +217,8 @@ def merge_reports(reports):
                 merged["splits"].setdefault(name, {}).setdefault(method, []).extend(rows)
         merged["skipped"] += [s for s in other["skipped"] if s not in merged["skipped"]]
     merged["aggregates"] = {
-        name: {method: aggregate(sorted(rows, key=lambda r: r["split"])) for method, rows in methods.items()}
+        name: {method: aggregate_splits(sorted(rows, key=lambda r: r["split"]), METRICS)
+               for method, rows in methods.items()}
         for name, methods in merged["splits"].items()
     }
     merged["complete"] = all(r["complete"] for r in reports)
@@ -295,7 +288,7 @@ def main(argv=None):
                 for method in args.methods[shift:] + args.methods[:shift]:
                     res = fit_one(method, X_train, y_train, X_test, y_test, args, split)
                     rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
-                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
+                    report["aggregates"].setdefault(name, {})[method] = aggregate_splits(rows[method], METRICS)
                     print(f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  "
                           f"LL {res['test_ll']:8.4f}  noise {res['noise_std']:.4f}  {res['n_iter']} epochs "
                           f"({res['n_steps']} steps) {res['fit_time_s']:7.1f} s fit "

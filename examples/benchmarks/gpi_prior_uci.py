@@ -33,24 +33,22 @@ environment) and ``gpi_prior_uci_<tag>.md``.
 """
 
 import argparse
-import json
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, print_written, run_saving, standardised_split, write_atomic,
+    environment_lines, fit_uci_splits, limit_threads, mean_se, output_paths, print_written,
+    run_saving, start_uci_report, write_atomic,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
-from skbayes.datasets import fetch_uci, get_data_home  # noqa: E402
 from skbayes.inference import SGHMC, GPInducedPrior  # noqa: E402
 
 DATASETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
@@ -129,30 +127,18 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     return res
 
 
-def aggregate(rows):
-    out = {"n_splits": len(rows)}
-    for key in METRICS:
-        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
-        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
-    return out
-
-
-def fmt(agg, key, digits=3):
-    mean, se = agg[key]["mean"], agg[key]["se"]
-    return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
-
-
 def markdown(report):
-    s, env = report["settings"], report["environment"]
+    s = report["settings"]
     lines = ["| dataset | prior | n_splits | RMSE | test LL | fit time (s) | prior fit (s) | R-hat | final W1 |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
         for method in METHODS:
             if method in per_method:
                 agg = per_method[method]
-                lines.append(f"| {name} | {method} | {agg['n_splits']} | {fmt(agg, 'rmse')} | {fmt(agg, 'test_ll')} "
-                             f"| {fmt(agg, 'fit_time_s', 1)} | {fmt(agg, 'prior_fit_s', 1)} | {fmt(agg, 'rhat', 2)} "
-                             f"| {fmt(agg, 'final_w1', 2)} |")
+                lines.append(f"| {name} | {method} | {agg['n_splits']} | {mean_se(agg, 'rmse')} "
+                             f"| {mean_se(agg, 'test_ll')} | {mean_se(agg, 'fit_time_s', 1)} "
+                             f"| {mean_se(agg, 'prior_fit_s', 1)} | {mean_se(agg, 'rhat', 2)} "
+                             f"| {mean_se(agg, 'final_w1', 2)} |")
     lines += [
         "",
         (f"Mean ± standard error (np.std / sqrt(n_splits)) over the first {s['n_splits']} fixed splits. "
@@ -162,12 +148,8 @@ def markdown(report):
          f"GPInducedPrior(ConstantKernel * RBF(ARD), fit_kernel=True, max_iter={s['prior_iter']}). "
          "final W1: mean of the last 20 W1 estimates of the prior fit (standardised y units)."
          + (" QUICK RUN: a smoke test of the script, not a measurement." if s["quick"] else "")),
-        (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, git "
-         f"{env['git_commit']}, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at "
-         f"start, {env.get('loadavg_end')} at end; complete: {report['complete']}."),
     ]
-    if report["skipped"]:
-        lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
+    lines += environment_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -175,38 +157,19 @@ def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
     json_path, md_path = output_paths(args, "gpi_prior_uci")
-    report = {
-        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)),
-                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": environment(cpu_count=False),
-        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
-    }
-    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
+    report, save = start_uci_report(args, json_path, cpu_count=False)
 
-    def save():
-        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+    def progress(name, method, split, res):
+        return (f"  {name:<16} {method:<7} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
+                f"  {res['fit_time_s']:7.1f} s (prior {res['prior_fit_s']:.1f} s)  R-hat {res['rhat']:.2f}")
 
     def run():
-        for requested in args.datasets:
-            try:
-                bunch = fetch_uci(requested, data_home=args.data_home, download_if_missing=False)
-            except FileNotFoundError:
-                print(f"Skipping {requested}: not found", flush=True)
-                report["skipped"].append(f"{requested} (not found)")
-                continue
-            name, n_splits = bunch.name, min(args.n_splits, bunch.n_splits)
-            print(f"\n{name}: {bunch.data.shape[0]} rows, {bunch.data.shape[1]} features, {n_splits} splits", flush=True)
-            rows = report["splits"].setdefault(name, {})
-            for split in range(n_splits):
-                X_train, X_test, y_train, y_test = standardised_split(bunch, split)
-                for method in args.methods:
-                    res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
-                    rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
-                    report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
-                    print(f"  {name:<16} {method:<7} split {split:>2}: RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}"
-                          f"  {res['fit_time_s']:7.1f} s (prior {res['prior_fit_s']:.1f} s)  R-hat {res['rhat']:.2f}",
-                          flush=True)
-                    save()
+        fit_uci_splits(
+            report, args.datasets, args.n_splits, args.data_home, order=lambda split: args.methods,
+            fit=lambda method, X_train, y_train, X_test, y_test, split: fit_one(
+                method, args, X_train, y_train, X_test, y_test, split),
+            keys=METRICS, progress=progress, save=save,
+        )
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
     print_written(json_path, md_path)

@@ -53,7 +53,6 @@ thesis's MFG and WHVI columns).
 """
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -61,16 +60,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.exceptions import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, loadavg, output_paths, print_written, run_saving, uci_splits, write_atomic,
+    environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written,
+    run_saving, start_uci_report, write_atomic,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
-from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import WHVI, MeanFieldVI  # noqa: E402
 
 METHODS = {"whvi": WHVI, "mfvi": MeanFieldVI}
@@ -142,25 +140,13 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     }
 
 
-def aggregate(rows):
-    out = {"n_splits": len(rows)}
-    for key in METRICS:
-        values = np.array([r[key] for r in rows], dtype=float)
-        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
-    return out
-
-
-def fmt(agg, key, digits):
-    return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}" if agg else "—"
-
-
 def thesis(name, method, which):
     value = THESIS.get(name, {}).get(method)
     return "—" if value is None else f"{value[which][0]:.2f} ({value[which][1]:.2f})"
 
 
 def markdown(report):
-    s, env = report["settings"], report["environment"]
+    s = report["settings"]
     lines = [
         "| dataset | RMSE MFVI (ours) | RMSE MFG (thesis) | RMSE WHVI (ours) | RMSE WHVI (thesis) "
         "| MNLL MFVI (ours) | MNLL MFG (thesis) | MNLL WHVI (ours) | MNLL WHVI (thesis) | splits | s/epoch MFVI, WHVI |",
@@ -170,9 +156,10 @@ def markdown(report):
         m, w = per.get("mfvi"), per.get("whvi")
         n = max(a["n_splits"] for a in per.values())
         lines.append(
-            f"| {name} | {fmt(m, 'rmse', 2)} | {thesis(name, 'mfvi', 0)} | {fmt(w, 'rmse', 2)} | "
-            f"{thesis(name, 'whvi', 0)} | {fmt(m, 'mnll', 2)} | {thesis(name, 'mfvi', 1)} | {fmt(w, 'mnll', 2)} | "
-            f"{thesis(name, 'whvi', 1)} | {n} | {fmt(m, 's_per_epoch', 3)}, {fmt(w, 's_per_epoch', 3)} |"
+            f"| {name} | {mean_se(m, 'rmse', 2)} | {thesis(name, 'mfvi', 0)} | {mean_se(w, 'rmse', 2)} | "
+            f"{thesis(name, 'whvi', 0)} | {mean_se(m, 'mnll', 2)} | {thesis(name, 'mfvi', 1)} | "
+            f"{mean_se(w, 'mnll', 2)} | {thesis(name, 'whvi', 1)} | {n} | "
+            f"{mean_se(m, 's_per_epoch', 3)}, {mean_se(w, 's_per_epoch', 3)} |"
         )
     lines += [
         "",
@@ -183,12 +170,8 @@ def markdown(report):
          + (f"{s['max_iter']} epochs" if s["max_iter"] is not None else f"{s['steps']} optimiser steps")
          + ", no stopping rule, noise learned from the start, y standardised by the estimator, X by the training "
          "rows."),
-        (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, skbayes {env['skbayes']}, git "
-         f"{env['git_commit']}, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']} at "
-         f"start, {env.get('loadavg_end')} at end; complete: {report['complete']}."),
     ]
-    if report["skipped"]:
-        lines.append("Skipped: " + "; ".join(report["skipped"]) + ".")
+    lines += environment_lines(report)
     return "\n".join(lines) + "\n"
 
 
@@ -196,29 +179,20 @@ def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
     json_path, md_path = output_paths(args, "whvi_uci")
-    report = {
-        "settings": {**vars(args), "data_home": str(get_data_home(args.data_home)), "batch_size": BATCH_SIZE,
-                     "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)"},
-        "environment": environment(cpu_count=True),
-        "splits": {}, "aggregates": {}, "skipped": [], "complete": False,
-    }
-    print(f"torch threads: {torch.get_num_threads()}; load average: {loadavg()}", flush=True)
+    report, save = start_uci_report(args, json_path, cpu_count=True, batch_size=BATCH_SIZE)
 
-    def save():
-        write_atomic(json_path, json.dumps(report, indent=1, default=str))
+    def progress(name, method, split, res):
+        return (f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  MNLL {res['mnll']:8.4f}"
+                f"  {res['n_iter']} epochs {res['fit_time_s']:7.1f} s  load {loadavg()[0]}")
 
     def run():
-        for name, split, X_train, X_test, y_train, y_test in uci_splits(
-            args.datasets, args.n_splits, args.data_home, report["skipped"]
-        ):
-            rows = report["splits"].setdefault(name, {})
-            for method in list(METHODS) if split % 2 == 0 else list(METHODS)[::-1]:
-                res = fit_one(method, args, X_train, y_train, X_test, y_test, split)
-                rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
-                report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
-                print(f"  {name:<12} {method:<5} split {split:>2}: RMSE {res['rmse']:8.4f}  MNLL {res['mnll']:8.4f}"
-                      f"  {res['n_iter']} epochs {res['fit_time_s']:7.1f} s  load {loadavg()[0]}", flush=True)
-                save()
+        fit_uci_splits(
+            report, args.datasets, args.n_splits, args.data_home,
+            order=lambda split: list(METHODS) if split % 2 == 0 else list(METHODS)[::-1],
+            fit=lambda method, X_train, y_train, X_test, y_test, split: fit_one(
+                method, args, X_train, y_train, X_test, y_test, split),
+            keys=METRICS, progress=progress, save=save,
+        )
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
     print_written(json_path, md_path)

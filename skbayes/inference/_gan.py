@@ -1,4 +1,7 @@
-"""Bayes by GAN: an implicit posterior whose KL is a discriminator's density-ratio estimate (Killingberg 2021)."""
+"""Bayes by GAN: an implicit posterior whose KL is a discriminator's density-ratio estimate.
+
+Killingberg 2021, Proposition 1, eqs. 4.1-4.3 and Algorithm 7.
+"""
 
 import math
 from numbers import Integral, Real
@@ -19,7 +22,18 @@ _MIN_DISCRIMINATOR_WIDTH = 16
 
 
 def discriminator_widths(in_features, out_features):
-    """Killingberg 2021, Table 4.1: three hidden layers of 0.5 max(N_in, N_out) units (at least 16)."""
+    """Killingberg 2021, Table 4.1: three hidden layers of 0.5 max(N_in, N_out) units (at least 16).
+
+    Parameters
+    ----------
+    in_features, out_features : int
+        N_in and N_out of the Bayesian layer the discriminator serves.
+
+    Returns
+    -------
+    widths : tuple of int
+        Three equal hidden widths, max(16, ceil(0.5 max(N_in, N_out))).
+    """
     width = max(_MIN_DISCRIMINATOR_WIDTH, math.ceil(0.5 * max(in_features, out_features)))
     return (width, width, width)
 

@@ -1,4 +1,4 @@
-"""GP-induced functional priors for the sampled Bayesian MLPs (Tran et al. 2022; Rossi 2022, chapter 5)."""
+"""GP-induced functional priors for the sampled Bayesian MLPs (Tran et al. 2022; Rossi 2022, eq. 5.6, section 5.4)."""
 
 from numbers import Integral, Real
 

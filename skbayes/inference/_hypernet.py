@@ -1,4 +1,7 @@
-"""Bayes by Hypernet: an implicit posterior whose KL is estimated by nearest neighbours (Pawlowski et al. 2017)."""
+"""Bayes by Hypernet: an implicit posterior whose KL is estimated by nearest neighbours.
+
+Pawlowski et al. 2017; Killingberg 2021, section 3.3, eq. 3.6 and Algorithm 6.
+"""
 
 from numbers import Integral
 

@@ -1,4 +1,7 @@
-"""Multiplicative normalising flows (Louizos & Welling 2017; Killingberg 2021, section 3.2)."""
+"""Multiplicative normalising flows for the Bayesian MLPs.
+
+Louizos & Welling 2017, eqs. 4 and 11-15; Killingberg 2021, eqs. 3.3-3.5 and Algorithm 5.
+"""
 
 from numbers import Integral, Real
 

@@ -1,10 +1,14 @@
-"""Walsh-Hadamard variational inference (WHVI) for the Bayesian MLPs."""
+"""Walsh-Hadamard variational inference (WHVI) for the Bayesian MLPs.
+
+Rossi et al. 2020; Rossi 2022, chapter 4, eqs. 4.7 and 4.14-4.15.
+"""
 
 from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
 from ..nn import WHVIMLP
 from ._base import InferenceMethod
+from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["WHVI"]
 
@@ -67,8 +71,8 @@ class WHVI(InferenceMethod):
         "g_prior_variance": [Interval(Real, 0, None, closed="neither")],
         "last_layer": [StrOptions({"mean_field", "whvi"})],
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
-        "n_mc_train": [Interval(Integral, 1, None, closed="left")],
-        "kl_warmup_epochs": [Interval(Integral, 0, None, closed="left")],
+        "n_mc_train": _N_MC_TRAIN,
+        "kl_warmup_epochs": _KL_WARMUP,
     }
 
     def __init__(

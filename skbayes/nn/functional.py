@@ -8,7 +8,8 @@ Nothing here holds state: each function maps tensors (or floats) to tensors.
 * :data:`LOG_2PI` and :func:`gaussian_log_prob`: the univariate Gaussian
   log-density.
 * :func:`uniform_init`: :class:`torch.nn.Linear`'s default initial scale,
-  drawn from an explicit generator.
+  drawn from an explicit generator; :func:`standard_normal`: N(0, 1) draws
+  from an explicit generator, the same on any device.
 * :data:`ACTIVATIONS` and :func:`feed_forward`: the non-linearities by name
   and the layer-activation-layer pass of every multi-layer perceptron.
 * :func:`relu_moments`: mean and variance of a rectified Gaussian (the moment
@@ -27,6 +28,7 @@ __all__ = [
     "gaussian_log_prob",
     "inverse_softplus",
     "relu_moments",
+    "standard_normal",
     "uniform_init",
 ]
 
@@ -117,6 +119,27 @@ def uniform_init(shape, fan_in, generator=None, device=None, dtype=None):
 def generator_device(generator, default=None):
     """The device random numbers from ``generator`` are drawn on (``default`` without one)."""
     return default if generator is None else generator.device
+
+
+def standard_normal(shape, like, generator=None):
+    """N(0, 1) draws of ``shape`` in ``like``'s dtype, on ``like``'s device.
+
+    Drawn on the generator's device and then moved, so that a CPU generator
+    gives the same draws whatever the device of ``like``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    like : torch.Tensor
+        Gives the dtype and the device of the result.
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    eps : torch.Tensor of shape ``shape``
+    """
+    eps = torch.randn(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
+    return eps.to(like.device)
 
 
 def feed_forward(x, layers, activation="relu", apply=None):

@@ -322,6 +322,7 @@ class WassersteinCritic(nn.Module):
                        dtype=dtype)
 
     def forward(self, f):
+        """Scores phi(f) of shape (...) for function values ``f`` of shape (..., n_inputs)."""
         return self.mlp(f).squeeze(-1)
 
 
@@ -403,13 +404,20 @@ def fit_functional_prior(prior, kernel, X, *, activation="relu", n_outputs=1, n_
     n_outputs : int, default=1
         Outputs of the BNN; the GP is independent per output and the critic
         sees all M * n_outputs values of a draw.
-    n_measurement_points, n_function_draws, n_critic_steps : int
+    n_measurement_points : int, default=32
+        M, the rows of ``X`` drawn at every prior step.
+    n_function_draws : int, default=128
+        Functions drawn from each of the GP and the BNN prior per step (>= 2).
+    n_critic_steps : int, default=5
+        Critic steps per prior step.
     penalty_weight : float, default=10.0
         lambda of the gradient penalty.
     max_iter : int, default=200
         Prior steps.
-    learning_rate, critic_learning_rate : float
-        Adam step sizes of the prior (on its log parameters) and of the critic.
+    learning_rate : float, default=0.02
+        Adam step size of the prior (on its log parameters).
+    critic_learning_rate : float, default=1e-2
+        Adam step size of the critic (decay rates 0.5 and 0.9).
     generator : torch.Generator, optional
 
     Returns

@@ -19,9 +19,9 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 from torch.nn import functional as F
 
-from ..functional import generator_device, inverse_softplus, uniform_init
+from ..functional import inverse_softplus, standard_normal, uniform_init
 
-__all__ = ["MeanFieldLinear", "gaussian_weight_draws", "local_reparameterization"]
+__all__ = ["MeanFieldLinear", "gaussian_kl", "gaussian_weight_draws", "local_reparameterization"]
 
 
 def local_reparameterization(x, mean, var, generator=None, sample=True, *, z=None):
@@ -58,9 +58,7 @@ def local_reparameterization(x, mean, var, generator=None, sample=True, *, z=Non
     out = torch.addmm(mean[-1], x_mean.reshape(-1, in_features), mean[:-1])
     if sample:
         pre_var = torch.addmm(var[-1], x * x, var[:-1])
-        eps = torch.randn(out.shape, generator=generator, device=generator_device(generator, out.device), dtype=out.dtype)
-        eps = eps.to(out.device)
-        out = out + pre_var.sqrt() * eps
+        out = out + pre_var.sqrt() * standard_normal(out.shape, out, generator)
     return out.view(shape)
 
 
@@ -79,9 +77,30 @@ def gaussian_weight_draws(mean, std, n_samples, generator=None):
     bias : torch.Tensor of shape (n_samples, 1, out_features)
     """
     # drawn on the generator's device: a CPU generator gives the same draws on any device
-    eps = torch.randn((n_samples, *mean.shape), generator=generator, device=generator_device(generator, mean.device), dtype=mean.dtype)
-    params = mean + std * eps.to(mean.device)
+    params = mean + std * standard_normal((n_samples, *mean.shape), mean, generator)
     return params[:, :-1], params[:, -1:]
+
+
+def gaussian_kl(mean, std, prior_std):
+    """Closed-form KL(N(mean, std^2) || N(0, prior_std^2)), summed over all entries, in nats.
+
+    sum [log(prior_std / std) + (std^2 + mean^2) / (2 prior_std^2) - 1/2]
+    (``torch.distributions.kl_divergence`` of two ``Normal``).
+
+    Parameters
+    ----------
+    mean, std : torch.Tensor of the same shape
+        Means and standard deviations (> 0) of the factorised Gaussian q.
+    prior_std : float or torch.Tensor
+        Standard deviation of the zero-mean prior (> 0), broadcast.
+
+    Returns
+    -------
+    kl : torch.Tensor, scalar
+    """
+    prior_std = torch.as_tensor(prior_std, dtype=mean.dtype, device=mean.device)
+    q = Normal(mean, std, validate_args=False)
+    return kl_divergence(q, Normal(0.0, prior_std, validate_args=False)).sum()
 
 
 class MeanFieldLinear(nn.Module):
@@ -163,6 +182,4 @@ class MeanFieldLinear(nn.Module):
 
     def kl(self):
         """Closed-form KL(q || N(0, prior_scale^2)) of weights and biases, a scalar in nats."""
-        prior_scale = torch.as_tensor(self.prior_scale, dtype=self.mu.dtype, device=self.mu.device)
-        q = Normal(self.mu, F.softplus(self.rho), validate_args=False)
-        return kl_divergence(q, Normal(0.0, prior_scale, validate_args=False)).sum()
+        return gaussian_kl(self.mu, F.softplus(self.rho), self.prior_scale)

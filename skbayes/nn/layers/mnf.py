@@ -54,19 +54,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..flows import make_flow
-from ..functional import gaussian_log_prob, generator_device, inverse_softplus, uniform_init
+from ..functional import gaussian_log_prob, inverse_softplus, standard_normal, uniform_init
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 
 __all__ = ["MNFLinear"]
 
 #: Initial standard deviation of q(z_0) (variance 0.1, as in Louizos & Welling's code).
 Z_INIT_STD = math.sqrt(0.1)
-
-
-def _standard_normal(shape, like, generator):
-    """N(0, 1) draws of ``shape`` on the generator's device, moved to ``like``'s device and dtype."""
-    eps = torch.randn(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
-    return eps.to(like.device)
 
 
 class MNFLinear(MeanFieldLinear):
@@ -174,7 +168,7 @@ class MNFLinear(MeanFieldLinear):
             log q(z) = log N(z_0; mu_z, sigma_z^2) - log |det df/dz_0| (nats).
         """
         sigma_z = F.softplus(self.z_rho)
-        z0 = self.z_mu + sigma_z * _standard_normal((*shape, self.in_features), self.z_mu, generator)
+        z0 = self.z_mu + sigma_z * standard_normal((*shape, self.in_features), self.z_mu, generator)
         z, log_det = self.flow_q(z0)
         return z, gaussian_log_prob(z0, self.z_mu, sigma_z**2).sum(-1) - log_det
 
@@ -279,7 +273,7 @@ class MNFLinear(MeanFieldLinear):
             z, log_q = self.draw_z((1 if n_draws is None else n_draws,), generator)
         projection_mean = (z * self.c) @ self.weight_mu
         projection_std = ((self.c**2) @ self.weight_sigma**2).sqrt()
-        projection = projection_mean + projection_std * _standard_normal(projection_mean.shape, z, generator)
+        projection = projection_mean + projection_std * standard_normal(projection_mean.shape, z, generator)
         bound = self.conditional_kl(z) + log_q - self._reverse_log_prob(z, projection)
         return bound.mean()
 

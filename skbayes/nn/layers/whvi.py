@@ -30,13 +30,13 @@ import math
 
 import torch
 from torch import nn
-from torch.distributions import Normal, kl_divergence
+from torch.distributions import Normal
 from torch.nn import functional as F
 
 from ..flows import make_flow
-from ..functional import generator_device, inverse_softplus
+from ..functional import inverse_softplus, standard_normal
 from ..linalg import fast_walsh_hadamard
-from .mean_field import gaussian_weight_draws
+from .mean_field import gaussian_kl, gaussian_weight_draws
 
 __all__ = ["WHVILinear", "whvi_dimensions"]
 
@@ -217,8 +217,7 @@ class WHVILinear(nn.Module):
     def _draw_g(self, shape, generator):
         """g of shape (*shape, D) from q and its log q(g) - log p(g) (None for a Gaussian q)."""
         mu = self.g_mu
-        eps = torch.randn((*shape, self.block_size), generator=generator, device=generator_device(generator, mu.device), dtype=mu.dtype)
-        g0 = mu + self.g_sigma * eps.to(mu.device)
+        g0 = mu + self.g_sigma * standard_normal((*shape, self.block_size), mu, generator)
         if not self.n_flows:
             return g0, None
         g, log_det = self._flow(g0)
@@ -236,8 +235,7 @@ class WHVILinear(nn.Module):
             g = self.g_mu if not self.n_flows else self._flow(self.g_mu)[0]
         bias = self.bias_mu
         if sample:
-            eps = torch.randn((*x.shape[:-1], self.out_features), generator=generator, device=generator_device(generator, bias.device), dtype=bias.dtype)
-            bias = bias + self.bias_sigma * eps.to(bias.device)
+            bias = bias + self.bias_sigma * standard_normal((*x.shape[:-1], self.out_features), bias, generator)
         return self.structured_product(x, g) + bias
 
     def sample_parameters(self, n_samples, generator=None):
@@ -262,13 +260,10 @@ class WHVILinear(nn.Module):
         4.15; consumed by this call), or over 256 draws of a fixed seed when
         there was none.
         """
-        bias_q = Normal(self.bias_mu, self.bias_sigma, validate_args=False)
-        prior_scale = torch.as_tensor(self.prior_scale, dtype=self.bias_mu.dtype, device=self.bias_mu.device)
-        kl = kl_divergence(bias_q, Normal(0.0, prior_scale, validate_args=False)).sum()
+        kl = gaussian_kl(self.bias_mu, self.bias_sigma, self.prior_scale)
         if not self.n_flows:
             lam = torch.as_tensor(self.g_prior_variance, dtype=self.g_mu.dtype, device=self.g_mu.device)
-            q = Normal(self.g_mu, self.g_sigma, validate_args=False)
-            return kl + kl_divergence(q, Normal(0.0, lam.sqrt(), validate_args=False)).sum()
+            return kl + gaussian_kl(self.g_mu, self.g_sigma, lam.sqrt())
         terms, self._kl_terms = self._kl_terms, None
         if terms is None:
             terms = self._draw_g((256,), torch.Generator(device=self.g_mu.device).manual_seed(0))[1]

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..divergences import discriminator_kl, discriminator_loss, knn_kl
-from ..functional import generator_device
+from ..functional import standard_normal
 from ..layers.implicit import ImplicitLinear, parameters_from_slices
 from .mlp import MLP, BayesianLayerStack
 
@@ -136,9 +136,7 @@ class ImplicitMLP(BayesianLayerStack):
         for layer in self.layers:
             reference = layer.generator_net.layers[0].weight
             shape = (n_draws, layer.out_features, layer.in_features + 1)
-            device = generator_device(generator, reference.device)
-            eps = torch.randn(shape, generator=generator, device=device, dtype=reference.dtype)
-            draws.append(self.prior_scale * eps.to(reference.device))
+            draws.append(self.prior_scale * standard_normal(shape, reference, generator))
         return draws
 
     def forward_slices(self, x, slices):
