@@ -68,12 +68,20 @@ def kl_standard_normal_mvn(mean, scale_tril):
 
 
 def _min_squared_distance(a, b, exclude_diagonal=False):
-    # (..., n, m) squared distances without sqrt (no infinite gradient at 0)
-    sq = (a.unsqueeze(-2) - b.unsqueeze(-3)).square().sum(-1)
-    if exclude_diagonal:
-        eye = torch.eye(sq.shape[-1], dtype=torch.bool, device=sq.device)
-        sq = sq.masked_fill(eye, math.inf)
-    return sq.min(dim=-1).values
+    """Squared distance of each row of ``a`` (..., n, d) to its nearest row of ``b`` (..., m, d), shape (..., n).
+
+    The neighbours are found without gradient in O(n m) memory per leading
+    index (never the (..., n, m, d) differences); the squared distance to
+    them is then differentiable (no sqrt: no infinite gradient at 0).
+    """
+    b = b.expand(*a.shape[:-2], *b.shape[-2:])
+    with torch.no_grad():
+        dist = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
+        if exclude_diagonal:
+            dist.diagonal(dim1=-2, dim2=-1).fill_(math.inf)
+        index = dist.argmin(dim=-1)
+    nearest = torch.gather(b, -2, index.unsqueeze(-1).expand(*index.shape, b.shape[-1]))
+    return (a - nearest).square().sum(-1)
 
 
 def knn_kl(draws, prior_draws):
