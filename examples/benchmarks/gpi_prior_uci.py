@@ -44,7 +44,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, fit_uci_splits, limit_threads, mean_se, output_paths, print_written,
+    aggregate_splits, environment_lines, fit_uci_splits, limit_threads, mean_se, output_paths, print_written,
     run_saving, start_uci_report, write_atomic,
 )
 
@@ -110,7 +110,12 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
             prior_fit = time.perf_counter() - start
         model = make_model(prior, args, split)
         start = time.perf_counter()
-        model.fit(X_train, y_train)
+        try:
+            model.fit(X_train, y_train)
+        except ValueError as err:  # the sampler diverged (the loss became NaN): recorded, left out of the means
+            if "became nan" not in str(err):
+                raise
+            return {**dict.fromkeys(METRICS, np.nan), "prior_fit_s": prior_fit, "diverged": 1}
         fit_time = time.perf_counter() - start
     diagnostics = model.inference_diagnostics_
     res = {
@@ -120,6 +125,7 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
         "prior_fit_s": prior_fit,
         "rhat": float(diagnostics["rhat"]),
         "final_w1": float(np.mean(diagnostics["w1_trace"][-20:])) if "w1_trace" in diagnostics else np.nan,
+        "diverged": 0,
     }
     if prior is not None:
         res["prior_hyperparameters"] = diagnostics["prior_hyperparameters"]
@@ -129,13 +135,13 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
 
 def markdown(report):
     s = report["settings"]
-    lines = ["| dataset | prior | n_splits | RMSE | test LL | fit time (s) | prior fit (s) | R-hat | final W1 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | prior | n_splits | diverged | RMSE | test LL | fit time (s) | prior fit (s) | R-hat | final W1 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
         for method in METHODS:
             if method in per_method:
                 agg = per_method[method]
-                lines.append(f"| {name} | {method} | {agg['n_splits']} | {mean_se(agg, 'rmse')} "
+                lines.append(f"| {name} | {method} | {agg['n_splits']} | {agg['n_diverged']} | {mean_se(agg, 'rmse')} "
                              f"| {mean_se(agg, 'test_ll')} | {mean_se(agg, 'fit_time_s', 1)} "
                              f"| {mean_se(agg, 'prior_fit_s', 1)} | {mean_se(agg, 'rhat', 2)} "
                              f"| {mean_se(agg, 'final_w1', 2)} |")
@@ -146,7 +152,8 @@ def markdown(report):
          f"SGHMC(n_chains={s['n_chains']}, burn_in={s['burn_in']}, thinning={s['thinning']}, "
          f"n_kept_samples={s['n_kept']}, step_size={s['step_size']}); GP-induced priors: "
          f"GPInducedPrior(ConstantKernel * RBF(ARD), fit_kernel=True, max_iter={s['prior_iter']}). "
-         "final W1: mean of the last 20 W1 estimates of the prior fit (standardised y units)."
+         "final W1: mean of the last 20 W1 estimates of the prior fit (standardised y units). "
+         "diverged: splits whose SGHMC run stopped with a NaN loss; the means are over the other splits."
          + (" QUICK RUN: a smoke test of the script, not a measurement." if s["quick"] else "")),
     ]
     lines += environment_lines(report)
@@ -168,8 +175,15 @@ def main(argv=None):
             report, args.datasets, args.n_splits, args.data_home, order=lambda split: args.methods,
             fit=lambda method, X_train, y_train, X_test, y_test, split: fit_one(
                 method, args, X_train, y_train, X_test, y_test, split),
-            keys=METRICS, progress=progress, save=save,
+            keys=METRICS, progress=progress, save=save, after=converged_aggregates,
         )
+
+    def converged_aggregates(name, rows):
+        # means over the splits that did not diverge, and how many did
+        for method, method_rows in rows.items():
+            kept = [r for r in method_rows if not r.get("diverged")]
+            agg = aggregate_splits(kept, METRICS) if kept else {"n_splits": 0, **{k: {"mean": np.nan, "se": np.nan} for k in METRICS}}
+            report["aggregates"][name][method] = {**agg, "n_diverged": len(method_rows) - len(kept)}
 
     run_saving(report, run, save, lambda: write_atomic(md_path, markdown(report)))
     print_written(json_path, md_path)
