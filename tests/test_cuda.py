@@ -14,7 +14,19 @@ import pytest
 import torch
 
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
-from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import (
+    MNF,
+    PBP,
+    SGHMC,
+    WHVI,
+    BayesByGAN,
+    BayesByHypernet,
+    DeepEnsemble,
+    GPInducedPrior,
+    MCDropout,
+    MeanFieldVI,
+    Vadam,
+)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -29,6 +41,12 @@ METHODS = [
     Vadam(),
     SGHMC(burn_in=4, thinning=1, n_kept_samples=4),
     DeepEnsemble(n_estimators=3),
+    WHVI(n_flows=1),
+    MNF(flow="realnvp", hidden_size=8),
+    BayesByHypernet(generator_hidden_sizes=(8,)),
+    BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,)),
+    SGHMC(burn_in=4, thinning=1, n_kept_samples=4,
+          prior=GPInducedPrior(n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=3)),
 ]
 
 
