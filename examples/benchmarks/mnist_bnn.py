@@ -164,6 +164,8 @@ def parse_args(argv=None):
     parser.add_argument("--n-unlabeled", type=int, default=None, help="Unlabeled images used (default: all 10,000; quick 1,000).")
     parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME or ../shared/data).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="Merge the methods of earlier runs (same settings) into one table under --tag; runs nothing.")
     args = parser.parse_args(argv)
     args.max_iter = args.max_iter or (3 if args.quick else 100)
     args.hidden = tuple(int(h) for h in (args.hidden or ("100" if args.quick else "400,400")).split(","))
@@ -173,8 +175,40 @@ def parse_args(argv=None):
     return args
 
 
+def merge(paths, json_path, md_path):
+    """One report of the methods of several runs with the same settings (one table in the docs).
+
+    Raises ValueError if the runs' settings differ or a method appears twice.
+    """
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    settings = runs[0]["settings"]
+    merged = {"settings": settings, "merged_from": [], "complete": all(r["complete"] for r in runs), "methods": {}}
+    for path, run in zip(paths, runs):
+        if run["settings"] != settings:
+            raise ValueError(f"{path} has other settings than {paths[0]}")
+        for name, row in run["methods"].items():
+            if name in merged["methods"]:
+                raise ValueError(f"{name} is in more than one run")
+            merged["methods"][name] = {**row, "rotated": {int(a): v for a, v in row["rotated"].items()}}  # JSON keys are str
+        merged["merged_from"].append({"file": Path(path).name, "methods": list(run["methods"]),
+                                      "environment": run["environment"]})
+    write_atomic(json_path, json.dumps(merged, indent=1))
+    lines = [markdown(merged).rstrip("\n"), ""]
+    for part in merged["merged_from"]:
+        env = part["environment"]
+        lines.append(f"Run {part['file']} ({', '.join(part['methods'])}): git {env.get('git_commit', '?')[:7]}, "
+                     f"{env.get('torch_num_threads', '?')} torch thread(s), load average {env.get('loadavg_start', '?')} "
+                     f"at start, {env.get('loadavg_end', '?')} at end.")
+    write_atomic(md_path, "\n".join(lines) + "\n")
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.merge:
+        json_path, md_path = output_paths(args, "mnist_bnn")
+        merge(args.merge, json_path, md_path)
+        print_written(json_path, md_path)
+        return 0
     limit_threads(args.threads)
     methods = select_methods(bnn_methods(args.max_iter, task="classification", quick=args.quick), args.methods)
     X_train, X_test, y_train, y_test, X_unlabeled = load_mnist(data_home(args.data_home))
