@@ -33,6 +33,7 @@ environment) and ``gpi_prior_uci_<tag>.md``.
 """
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -60,6 +61,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--render", default=None, metavar="JSON",
+                        help="Rewrite the Markdown table of an earlier run's JSON file (beside it) and exit.")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--n-splits", type=int, default=10)
@@ -135,14 +138,18 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
 
 def markdown(report):
     s = report["settings"]
-    lines = ["| dataset | prior | n_splits | diverged | RMSE | test LL | fit time (s) | prior fit (s) | R-hat | final W1 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| dataset | prior | n_splits | diverged | RMSE | median RMSE | test LL | median test LL | fit time (s) "
+             "| prior fit (s) | R-hat | final W1 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
         for method in METHODS:
             if method in per_method:
                 agg = per_method[method]
+                kept = [r for r in report["splits"][name][method] if not r.get("diverged")]
+                median = {key: f"{np.median([r[key] for r in kept]):.3f}" if kept else "—" for key in ("rmse", "test_ll")}
                 lines.append(f"| {name} | {method} | {agg['n_splits']} | {agg['n_diverged']} | {mean_se(agg, 'rmse')} "
-                             f"| {mean_se(agg, 'test_ll')} | {mean_se(agg, 'fit_time_s', 1)} "
+                             f"| {median['rmse']} | {mean_se(agg, 'test_ll')} | {median['test_ll']} "
+                             f"| {mean_se(agg, 'fit_time_s', 1)} "
                              f"| {mean_se(agg, 'prior_fit_s', 1)} | {mean_se(agg, 'rhat', 2)} "
                              f"| {mean_se(agg, 'final_w1', 2)} |")
     lines += [
@@ -162,6 +169,13 @@ def markdown(report):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.render:
+        json_path = Path(args.render)
+        report = json.loads(json_path.read_text())
+        md_path = json_path.with_suffix(".md")
+        write_atomic(md_path, markdown(report))
+        print_written(json_path, md_path)
+        return 0
     limit_threads(args.threads)
     json_path, md_path = output_paths(args, "gpi_prior_uci")
     report, save = start_uci_report(args, json_path, cpu_count=False)
