@@ -131,3 +131,13 @@ def test_standard_normal_is_the_generators_draws_in_the_dtype_of_like():
     eps = standard_normal((5, 3), like, torch.Generator().manual_seed(3))
     assert eps.dtype == torch.float64 and eps.shape == (5, 3)
     assert torch.equal(eps, torch.randn((5, 3), generator=torch.Generator().manual_seed(3), dtype=torch.float64))
+
+
+def test_standard_uniform_is_the_generators_draws_in_the_dtype_of_like():
+    from skbayes.nn.functional import standard_uniform
+
+    like = torch.zeros(2, dtype=torch.float32)
+    u = standard_uniform((4, 6), like, torch.Generator().manual_seed(5))
+    assert u.dtype == torch.float32 and u.shape == (4, 6)
+    assert torch.equal(u, torch.rand((4, 6), generator=torch.Generator().manual_seed(5), dtype=torch.float32))
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0

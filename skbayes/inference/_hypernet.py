@@ -73,9 +73,11 @@ class BayesByHypernet(InferenceMethod):
 
     minimised by Adam over the generators (Killingberg 2021, Algorithm 6),
     with the KL weight eta rising linearly from 0 to 1 over
-    ``kl_warmup_epochs``. With few draws the estimate is biased low
-    (Killingberg 2021, Figure 5.2): the method then underestimates the KL
-    and tends to overconfidence; more draws cost more per step.
+    ``kl_warmup_epochs``. With few draws the estimate is biased, in a
+    direction that depends on q: low when q is wider than the prior (Killingberg
+    2021, Figure 5.2), high when q is narrower, the usual case in training
+    (``tests/test_implicit_posteriors.py`` measures both in 9-D); more draws
+    reduce the bias and cost more per step.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale``, ``learning_rate_init``, ``beta_1`` and ``beta_2``.

@@ -8,8 +8,9 @@ Nothing here holds state: each function maps tensors (or floats) to tensors.
 * :data:`LOG_2PI` and :func:`gaussian_log_prob`: the univariate Gaussian
   log-density.
 * :func:`uniform_init`: :class:`torch.nn.Linear`'s default initial scale,
-  drawn from an explicit generator; :func:`standard_normal`: N(0, 1) draws
-  from an explicit generator, the same on any device.
+  drawn from an explicit generator; :func:`standard_normal` and
+  :func:`standard_uniform`: N(0, 1) and U[0, 1) draws from an explicit
+  generator, the same on any device.
 * :data:`ACTIVATIONS` and :func:`feed_forward`: the non-linearities by name
   and the layer-activation-layer pass of every multi-layer perceptron.
 * :func:`relu_moments`: mean and variance of a rectified Gaussian (the moment
@@ -140,6 +141,28 @@ def standard_normal(shape, like, generator=None):
     """
     eps = torch.randn(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
     return eps.to(like.device)
+
+
+def standard_uniform(shape, like, generator=None):
+    """U[0, 1) draws of ``shape`` in ``like``'s dtype, on ``like``'s device.
+
+    The uniform counterpart of :func:`standard_normal`: drawn on the
+    generator's device and then moved, so that a CPU generator gives the
+    same draws whatever the device of ``like``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    like : torch.Tensor
+        Gives the dtype and the device of the result.
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    u : torch.Tensor of shape ``shape``
+    """
+    u = torch.rand(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
+    return u.to(like.device)
 
 
 def feed_forward(x, layers, activation="relu", apply=None):

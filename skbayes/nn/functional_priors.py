@@ -64,7 +64,7 @@ import torch
 from torch import nn
 from torch.distributions import InverseGamma
 
-from .functional import generator_device
+from .functional import generator_device, standard_normal, standard_uniform
 from .linalg import cholesky
 from .networks import MLP, forward_with_parameters
 
@@ -147,8 +147,8 @@ class LayerGaussianPrior(nn.Module):
         parameters = []
         ref = next(self.parameters())
         for layer, (n_in, n_out) in enumerate(_layer_shapes(self.layer_sizes)):
-            eps_w = torch.randn((n_draws, n_in, n_out), generator=generator, device=ref.device, dtype=ref.dtype)
-            eps_b = torch.randn((n_draws, 1, n_out), generator=generator, device=ref.device, dtype=ref.dtype)
+            eps_w = standard_normal((n_draws, n_in, n_out), ref, generator)
+            eps_b = standard_normal((n_draws, 1, n_out), ref, generator)
             parameters.append((weight_scales[:, layer, None, None] * eps_w, bias_scales[:, layer, None, None] * eps_b))
         return parameters
 
@@ -296,7 +296,7 @@ def gp_function_draws(kernel, x, n_draws, n_outputs=1, generator=None):
     """
     with torch.no_grad():
         chol = cholesky(kernel(x, x))
-        eps = torch.randn((n_draws, n_outputs, x.shape[0]), generator=generator, device=x.device, dtype=x.dtype)
+        eps = standard_normal((n_draws, n_outputs, x.shape[0]), x, generator)
         return (eps @ chol.T).transpose(1, 2)
 
 
@@ -317,7 +317,6 @@ class WassersteinCritic(nn.Module):
     def __init__(self, n_inputs, hidden_layer_sizes=CRITIC_HIDDEN, activation="relu", *, generator=None,
                  device=None, dtype=None):
         super().__init__()
-        device = torch.device("cpu") if device is None else device  # MLP's skip_init needs a device
         self.mlp = MLP([n_inputs, *hidden_layer_sizes, 1], activation, generator=generator, device=device,
                        dtype=dtype)
 
@@ -343,7 +342,7 @@ def gradient_penalty(critic, real, fake, generator=None):
     penalty : torch.Tensor, scalar
         Differentiable in the critic's parameters (``create_graph=True``).
     """
-    eps = torch.rand((real.shape[0], 1), generator=generator, device=real.device, dtype=real.dtype)
+    eps = standard_uniform((real.shape[0], 1), real, generator)
     f_hat = (eps * real.detach() + (1 - eps) * fake.detach()).requires_grad_(True)
     (grad,) = torch.autograd.grad(critic(f_hat).sum(), f_hat, create_graph=True)
     return (grad.norm(dim=-1) - 1).square().mean()

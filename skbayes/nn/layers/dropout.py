@@ -12,7 +12,7 @@ References
 import torch
 from torch import nn
 
-from ..functional import generator_device, uniform_init
+from ..functional import standard_uniform, uniform_init
 
 __all__ = ["DropoutLinear"]
 
@@ -66,8 +66,7 @@ class DropoutLinear(nn.Module):
 
     def _mask(self, shape, generator, like):
         keep = 1.0 - self.dropout_rate
-        u = torch.rand(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
-        return (u.to(like.device) < keep).to(like.dtype) / keep
+        return (standard_uniform(shape, like, generator) < keep).to(like.dtype) / keep
 
     def forward(self, x, generator=None, sample=True):
         """Training-time pass, a fresh dropout mask for every row (``sample=False``: no dropout).

@@ -32,7 +32,7 @@ References
 import torch
 from torch import nn
 
-from ..functional import generator_device
+from ..functional import standard_uniform
 
 __all__ = ["ImplicitLinear", "parameters_from_slices"]
 
@@ -65,7 +65,9 @@ class ImplicitLinear(nn.Module):
     output of width in_features + 1. The layer protocol is described in
     :mod:`skbayes.nn.layers`, except that a training-time pass shares one
     weight draw among the rows of each leading (Monte-Carlo) index instead of
-    drawing per row: a draw costs one generator pass per slice.
+    drawing per row: a draw costs one generator pass per slice; and it has no
+    ``kl()``: the KL of an implicit q has no closed form and is estimated
+    from draws of the whole network (:class:`~skbayes.nn.ImplicitMLP`).
 
     Parameters
     ----------
@@ -121,8 +123,7 @@ class ImplicitLinear(nn.Module):
         codes = self._codes(self.generator_net.layers[0].weight)
         shape = (n_draws, self.out_features, self.noise_dim)
         if sample:
-            device = generator_device(generator, codes.device)
-            z = torch.rand(shape, generator=generator, device=device, dtype=codes.dtype).to(codes.device) - 0.5
+            z = standard_uniform(shape, codes, generator) - 0.5
         else:
             z = codes.new_zeros(shape)
         return self.generator_net(torch.cat([z, codes.expand(n_draws, -1, -1)], dim=-1))

@@ -77,6 +77,14 @@ class BayesianLayerStack(nn.Module):
             x, self.layers, self.activation, lambda layer, h: layer(h, generator=generator, sample=sample)
         )
 
+    def kl(self):
+        """KL(q || p) of all the weights: the sum of the layers' ``kl()``, a scalar in nats.
+
+        The layers are independent under q and p, so their KLs add up (a
+        Monte-Carlo estimate for layers whose KL has no closed form).
+        """
+        return sum(layer.kl() for layer in self.layers)
+
     def sample_parameters(self, n_samples, generator=None):
         """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
 
@@ -167,10 +175,6 @@ class BayesianMLP(BayesianLayerStack):
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation
-
-    def kl(self):
-        """KL(q || p) of all the weights, a scalar in nats."""
-        return sum(layer.kl() for layer in self.layers)
 
 
 def _linear(n_in, n_out, generator, factory):

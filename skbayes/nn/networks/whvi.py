@@ -71,7 +71,3 @@ class WHVIMLP(BayesianLayerStack):
             layers.append(MeanFieldLinear(sizes[-2], sizes[-1], **shared))
         self.layers = nn.ModuleList(layers)
         self.activation = activation
-
-    def kl(self):
-        """KL(q || p) of all the layers, a scalar in nats (a Monte-Carlo estimate with flows)."""
-        return sum(layer.kl() for layer in self.layers)
