@@ -3,13 +3,20 @@
 from .base import DeviceWarning
 from .decomposition import VAE
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
-from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
+from .neural_network import (
+    BayesianMLPClassifier,
+    BayesianMLPRegressor,
+    BayesianNeuralNetClassifier,
+    BayesianNeuralNetRegressor,
+)
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BayesianMLPClassifier",
     "BayesianMLPRegressor",
+    "BayesianNeuralNetClassifier",
+    "BayesianNeuralNetRegressor",
     "DeepGPRegressor",
     "DeviceWarning",
     "SparseGPClassifier",

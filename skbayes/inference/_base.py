@@ -36,6 +36,12 @@ class ModelSettings:
         The estimator's ``batch_size`` as given.
     classification : bool
         True for a categorical likelihood (class indices in Y).
+    module : callable or None
+        For the estimators that take a torch module: ``module(seed, n_features,
+        n_outputs, device, dtype) -> torch.nn.Module`` builds the user's plain
+        network, initialised from ``seed``; None for the MLP estimators.
+    input_shape : tuple of int or None
+        Shape of one input of that module (the rows are reshaped to it).
     """
 
     hidden_layer_sizes: tuple
@@ -46,6 +52,8 @@ class ModelSettings:
     learn_noise: bool
     batch_size: object
     classification: bool
+    module: object = None
+    input_shape: tuple = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,24 @@ class InferenceMethod(BaseEstimator):
         """
         raise NotImplementedError
 
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        """The untrained network around the user's module (``settings.module``).
+
+        The method turns the plain torch module Bayesian (see
+        :mod:`skbayes.nn.networks.module`) or says which layers it cannot
+        handle. Parameters as :meth:`build_network`.
+
+        Raises
+        ------
+        ValueError
+            For a method with no form for a torch module, or for layers of the
+            module it cannot make Bayesian.
+        """
+        raise ValueError(
+            f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI "
+            "or DeepEnsemble."
+        )
+
     def n_likelihood_members(self):
         """None for one noise level shared by all draws, else the number of members."""
         return None
@@ -259,6 +285,11 @@ class InferenceMethod(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
         return tags
+
+
+def module_seeds(generator, n):
+    """``n`` integer seeds for building torch modules, drawn from ``generator``."""
+    return torch.randint(2**62, (n,), generator=generator).tolist()
 
 
 def adam(parameters, settings):

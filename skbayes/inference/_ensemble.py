@@ -6,7 +6,8 @@ import torch
 
 from .._param_validation import Interval
 from ..nn import StackedMLP
-from ._base import InferenceMethod, Training, adam
+from ..nn.networks.module import StackedModuleNetwork
+from ._base import InferenceMethod, Training, adam, module_seeds
 
 __all__ = ["DeepEnsemble", "StackedMLPMethod"]
 
@@ -80,6 +81,15 @@ class StackedMLPMethod(InferenceMethod):
 
     def n_likelihood_members(self):
         return self.n_members()
+
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        modules = [
+            settings.module(seed, n_features, n_outputs, device, dtype)
+            for seed in module_seeds(generator, self.n_members())
+        ]
+        return StackedModuleNetwork(
+            modules, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale
+        )
 
     @staticmethod
     def member_loss_fn(module, X, Y, n_data, generator):

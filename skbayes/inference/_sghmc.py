@@ -10,7 +10,7 @@ from .._param_validation import Interval
 from .._training import Callback
 from ..nn import SGHMC as SGHMCOptimizer
 from ..nn import KeptStates, StackedMLP, split_rhat
-from ._base import Training
+from ._base import InferenceMethod, Training
 from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
 from ._gpi_prior import GPInducedPrior, apply_prior
 
@@ -243,6 +243,9 @@ class SGHMC(StackedMLPMethod):
 
     def n_members(self):
         return self.n_chains
+
+    # SGHMC keeps its samples as StackedMLP weights: MLPs only for now.
+    build_module_network = InferenceMethod.build_module_network
 
     def _restart_from_last_samples(self, module):
         """Replace a fitted sample set by the last kept sample of each chain."""

@@ -4,7 +4,8 @@ from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, BayesianMLP
-from ._base import InferenceMethod
+from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
+from ._base import InferenceMethod, module_seeds
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 
@@ -94,8 +95,23 @@ class MeanFieldVI(InferenceMethod):
             "mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=self.posterior_init_scale
         )
 
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        if self.init != "default":
+            raise ValueError(
+                f"MeanFieldVI(init={self.init!r}) initialises MLPs only; a torch module takes init='default'."
+            )
+        (seed,) = module_seeds(generator, 1)
+        module = to_mean_field(
+            settings.module(seed, n_features, n_outputs, device, dtype),
+            prior_scale=settings.prior_scale,
+            posterior_init_scale=self.posterior_init_scale,
+        )
+        return BayesianModuleNetwork(
+            module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale
+        )
+
     def prepare(self, module, X, Y, settings, context):
-        if not context.warm_start:
+        if not context.warm_start and settings.module is None:
             initialize_mean_field(self.init, module, X, Y, settings, context.generator)
         return super().prepare(module, X, Y, settings, context)
 
@@ -118,6 +134,16 @@ class MCDropout(InferenceMethod):
     kl_warmup_epochs : int, default=0
         Linear warm-up of the weight of the KL condition (the weight decay)
         from 0 to 1 over this many epochs.
+    placement : {"all", "dense", "existing"}, default="all"
+        Where a torch module (:class:`~skbayes.BayesianNeuralNetRegressor`,
+        :class:`~skbayes.BayesianNeuralNetClassifier`) gets dropout, besides
+        its own ``torch.nn.Dropout`` layers (always kept on at prediction):
+        ``"all"`` before every dense layer, after every convolution (before
+        pooling: the Bayesian CNN, [Gal2016]_ section 3.2.7), and in LSTM,
+        GRU and embedding layers, tied across time steps (section 3.2.8);
+        ``"dense"`` before the dense layers only; ``"existing"`` nowhere
+        else (see :func:`skbayes.nn.networks.module.to_mc_dropout`). The
+        MLPs always drop the inputs of every layer.
 
     References
     ----------
@@ -129,12 +155,27 @@ class MCDropout(InferenceMethod):
         "dropout_rate": [Interval(Real, 0, 1, closed="left")],
         "n_mc_train": _N_MC_TRAIN,
         "kl_warmup_epochs": _KL_WARMUP,
+        "placement": [StrOptions(set(DROPOUT_PLACEMENTS))],
     }
 
-    def __init__(self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0):
+    def __init__(self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0, placement="all"):
         self.dropout_rate = dropout_rate
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.placement = placement
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=self.dropout_rate)
+
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        (seed,) = module_seeds(generator, 1)
+        module, dropped = to_mc_dropout(
+            settings.module(seed, n_features, n_outputs, device, dtype),
+            self.dropout_rate,
+            placement=self.placement,
+            prior_scale=settings.prior_scale,
+        )
+        return BayesianModuleNetwork(
+            module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale,
+            dropped_inputs=dropped, dropout_rate=self.dropout_rate,
+        )

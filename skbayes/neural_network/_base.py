@@ -257,7 +257,8 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
 
     def _build_module(self, method, settings, n_features, n_outputs, seed, device, dtype):
         factory = {"device": device, "dtype": dtype}
-        network = method.build_network(n_features, n_outputs, settings, generator=self._generator(seed), **factory)
+        build = method.build_network if settings.module is None else method.build_module_network
+        network = build(n_features, n_outputs, settings, generator=self._generator(seed), **factory)
         likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
@@ -266,8 +267,10 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
             return False
         if type(getattr(self, "inference_", None)) is not type(method) or not method.can_warm_start(self.module_):
             return False
-        first, last = self.module_["network"].layers[0], self.module_["network"].layers[-1]
-        return first.in_features == n_features and last.out_features == n_outputs
+        network = self.module_["network"]
+        if hasattr(network, "n_features"):  # a torch module's network
+            return network.n_features == n_features and network.n_outputs == n_outputs
+        return network.layers[0].in_features == n_features and network.layers[-1].out_features == n_outputs
 
     def _fit_network(self, X, Y, n_outputs, method):
         """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k).
@@ -419,12 +422,13 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         network = self.module_["network"]
         if parameters is None:
             parameters, _ = self._draw_parameters(n_draws, seed)
-        n_drawn = parameters[0][0].shape[0]
-        width = max(max(layer.in_features, layer.out_features) for layer in network.layers)
-        # the layer's input and output are held at once
-        return self._predict_in_blocks(
-            X, lambda x, rows: fn(network.forward_with(x, parameters), rows), row_size=2 * n_drawn * width
-        )
+        if hasattr(network, "prediction_row_size"):
+            row_size = network.prediction_row_size(parameters)
+        else:
+            n_drawn = parameters[0][0].shape[0]
+            width = max(max(layer.in_features, layer.out_features) for layer in network.layers)
+            row_size = 2 * n_drawn * width  # the layer's input and output are held at once
+        return self._predict_in_blocks(X, lambda x, rows: fn(network.forward_with(x, parameters), rows), row_size=row_size)
 
     def _log_predictive(self, X, Y, n_draws, seed):
         """log (1/T) sum_t p(y_i | f_t(x_i)) for each row, an array of shape (n,).

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 from ..functional import standard_uniform, uniform_init
+from .noise import StochasticLayer
 
-__all__ = ["DropoutLinear"]
+__all__ = ["DropoutLinear", "MCDropoutLayer"]
 
 
 class DropoutLinear(nn.Module):
@@ -92,3 +93,51 @@ class DropoutLinear(nn.Module):
         return 0.5 * l2 / (1.0 - self.dropout_rate) * self.weight.pow(2).sum() + (
             0.5 * l2 * self.bias.pow(2).sum()
         )
+
+
+class MCDropoutLayer(StochasticLayer):
+    r"""Element-wise dropout kept on at prediction (MC dropout), inside any torch module.
+
+    A drop-in replacement of :class:`torch.nn.Dropout` driven by the noise
+    protocol of :mod:`skbayes.nn.layers.noise`: in ``"sample"`` mode every
+    row draws its own mask, in ``"shared"`` mode one mask (shape
+    ``(1, *x.shape[1:])``) is shared by all rows of the pass, and in
+    ``"mean"`` mode the layer is the identity, the weight-scaling
+    approximation of standard dropout (the masks are inverted, kept units
+    scaled by 1/(1-p)). After a convolution the mask is element-wise over
+    channels and positions: a separate Bernoulli variable for every
+    kernel-patch pair, the Bayesian CNN of Gal 2016, section 3.2.7. The
+    layer has no parameters; the KL condition is a weight decay on the
+    layers it feeds (:class:`~skbayes.nn.networks.BayesianModuleNetwork`).
+
+    Parameters
+    ----------
+    dropout_rate : float in [0, 1), default=0.5
+        Probability p of dropping a unit.
+
+    Raises
+    ------
+    ValueError
+        If ``dropout_rate`` is outside [0, 1).
+    """
+
+    def __init__(self, dropout_rate=0.5):
+        super().__init__()
+        if not 0.0 <= dropout_rate < 1.0:
+            raise ValueError(f"dropout_rate must be in [0, 1); got {dropout_rate}.")
+        self.dropout_rate = float(dropout_rate)
+
+    def forward(self, x):
+        """Mask ``x`` of shape (n, ...) (the same shape out)."""
+        if not self.sampling or self.dropout_rate == 0:
+            return x
+        keep = 1.0 - self.dropout_rate
+        shape = (self.noise_rows(x.shape[0]), *x.shape[1:])
+        return x * ((standard_uniform(shape, x, self.noise_generator) < keep).to(x.dtype) / keep)
+
+    def kl(self):
+        """0: the layer has no parameters."""
+        return 0.0
+
+    def extra_repr(self):
+        return f"dropout_rate={self.dropout_rate}"

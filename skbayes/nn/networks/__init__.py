@@ -5,6 +5,9 @@
   deterministic :class:`MLP`.
 * :mod:`.stacked`: :class:`StackedMLP`, M deterministic MLPs in one batched
   pass (deep ensembles, kept SGHMC samples).
+* :mod:`.module`: :class:`BayesianModuleNetwork` and
+  :class:`StackedModuleNetwork`, any torch module behind the estimators'
+  protocols, and the conversions that make its layers Bayesian.
 * :mod:`.mnf`: :class:`MNFMLP`, multiplicative normalising flow layers.
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
@@ -19,6 +22,7 @@
 from .implicit import ImplicitMLP, SliceDiscriminator
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
+from .module import BayesianModuleNetwork, StackedModuleNetwork
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
 from .vae import VAEModule
@@ -29,11 +33,13 @@ __all__ = [
     "MNFMLP",
     "BayesianLayerStack",
     "BayesianMLP",
+    "BayesianModuleNetwork",
     "ImplicitMLP",
     "PBPNetwork",
     "RowMoments",
     "SliceDiscriminator",
     "StackedMLP",
+    "StackedModuleNetwork",
     "VAEModule",
     "WHVIMLP",
     "forward_with_parameters",

@@ -1,0 +1,454 @@
+"""Bayesian estimators around any torch module: BayesianNeuralNetRegressor and BayesianNeuralNetClassifier."""
+
+import math
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils.metaestimators import available_if
+from torch import nn
+
+from .._param_validation import Interval
+from ..inference import ModelSettings
+from ..nn.networks.module import build_module, factory_accepts
+from ._base import BaseBayesianMLP, method_streams
+from ._classifier import BayesianMLPClassifier
+from ._regressor import BayesianMLPRegressor
+
+__all__ = ["BayesianNeuralNetClassifier", "BayesianNeuralNetRegressor"]
+
+# The names a module factory may take to learn the data's widths.
+_DATA_ARGUMENTS = ("n_features", "n_outputs", "input_shape")
+
+_MODULE_DOC = """\
+module : torch.nn.Module class, callable or instance, default=None
+    The network, built from plain torch layers: ``module(**module__kwargs)``
+    must return a :class:`torch.nn.Module` mapping inputs of shape
+    ``(B, *input_shape)`` (or ``(B, n_features)``) to ``(B, n_outputs)``
+    (the number of targets, or of classes: the logits). A factory that takes
+    ``n_features``, ``n_outputs`` or ``input_shape`` and is not given them
+    receives the data's values. An instance is copied (and re-initialised
+    by its layers' ``reset_parameters`` for each ensemble member). None: one
+    hidden layer of 50 ReLU units. The inference method makes it Bayesian:
+    ``MCDropout`` keeps its dropout on and adds more (``placement``),
+    ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
+    ``DeepEnsemble`` trains copies of it; a method that cannot handle a
+    layer says so in ``fit``.
+module__<name> : any
+    Keyword arguments of ``module`` (skorch's convention), tunable by
+    ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
+input_shape : tuple of int, default=None
+    Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
+    reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
+    also be 3-D or 4-D (``(n_samples, *input_shape)``), and is then
+    flattened to rows and its trailing shape used; 2-D rows are fed as
+    they are."""
+
+
+class NeuralNetModuleMixin:
+    """The glue shared by the estimators that take a torch module.
+
+    Handles the ``module__`` keyword arguments (``get_params``/``set_params``
+    so that :func:`sklearn.base.clone` and ``GridSearchCV`` see them), the
+    reshaping of rows to ``input_shape`` (and of N-D input to rows), and
+    builds the :class:`~skbayes.inference.ModelSettings` whose ``module``
+    the inference methods turn Bayesian.
+    """
+
+    def _set_module_kwargs(self, kwargs):
+        for key, value in kwargs.items():
+            if not key.startswith("module__") or key == "module__":
+                raise TypeError(
+                    f"{type(self).__name__}.__init__() got an unexpected keyword argument {key!r} "
+                    "(keyword arguments of the module start with 'module__')."
+                )
+            setattr(self, key, value)
+
+    def _module_kwargs(self):
+        return {key: value for key, value in vars(self).items() if key.startswith("module__")}
+
+    def get_params(self, deep=True):
+        return {**super().get_params(deep=deep), **self._module_kwargs()}
+
+    def set_params(self, **params):
+        module_kwargs = {key: params.pop(key) for key in list(params) if key.startswith("module__")}
+        self._set_module_kwargs(module_kwargs)
+        return super().set_params(**params)
+
+    # ------------------------------------------------------------------ inputs
+    def _as_rows(self, X, reset):
+        """N-D array-like X -> 2-D rows, recording (``reset``) or checking the input shape."""
+        if not hasattr(X, "shape") and not isinstance(X, (list, tuple)):
+            return X
+        if hasattr(X, "toarray") or hasattr(X, "iloc"):  # sparse, pandas: left to validation
+            return X
+        if np.ndim(X) <= 2:
+            if reset:
+                self._nd_shape = None
+            return X
+        X = np.asarray(X)
+        shape = tuple(X.shape[1:])
+        if reset:
+            if self.input_shape is not None and tuple(self.input_shape) != shape:
+                raise ValueError(f"X has inputs of shape {shape}, but input_shape is {tuple(self.input_shape)}.")
+            self._nd_shape = shape
+        elif tuple(self.input_shape_ or ()) != shape:
+            raise ValueError(f"X has inputs of shape {shape}, but the model was fitted on {self.input_shape_}.")
+        return X.reshape(len(X), -1)
+
+    def _resolved_input_shape(self):
+        if self.input_shape is not None:
+            return tuple(int(s) for s in self.input_shape)
+        return getattr(self, "_nd_shape", None)
+
+    def _validate_X_predict(self, X):
+        return super()._validate_X_predict(self._as_rows(X, reset=False))
+
+    def _settings(self):
+        input_shape = self._resolved_input_shape()
+        self.input_shape_ = input_shape
+        factory, kwargs = self.module, self._module_kwargs()
+        kwargs = {key.removeprefix("module__"): value for key, value in kwargs.items()}
+
+        def build(seed, n_features, n_outputs, device, dtype):
+            given = dict(kwargs)
+            data = {"n_features": n_features, "n_outputs": n_outputs, "input_shape": input_shape}
+            for name in _DATA_ARGUMENTS:
+                if name not in given and factory_accepts(factory, name):
+                    given[name] = data[name]
+            if factory is None:
+                return build_module(_default_module, {**data, **given}, seed=seed, device=device, dtype=dtype)
+            return build_module(factory, given, seed=seed, device=device, dtype=dtype)
+
+        return ModelSettings(
+            hidden_layer_sizes=(),
+            activation="relu",
+            prior_scale=float(self.prior_scale),
+            learning_rate_init=float(self.learning_rate_init),
+            betas=(self.beta_1, self.beta_2),
+            learn_noise=self._learn_noise(),
+            batch_size=self.batch_size,
+            classification=is_classifier(self),
+            module=build,
+            input_shape=input_shape,
+        )
+
+    def _check_input_shape(self, n_features):
+        shape = self._resolved_input_shape()
+        if shape is not None and math.prod(shape) != n_features:
+            raise ValueError(f"input_shape {shape} holds {math.prod(shape)} values, but X has {n_features} features.")
+
+
+def _default_module(n_features, n_outputs, input_shape=None):
+    """One hidden layer of 50 ReLU units (the MLP estimators' default architecture)."""
+    layers = [nn.Flatten()] if input_shape is not None else []
+    return nn.Sequential(*layers, nn.Linear(n_features, 50), nn.ReLU(), nn.Linear(50, n_outputs))
+
+
+_MODULE_CONSTRAINTS = {
+    "module": [None, callable, nn.Module],
+    "input_shape": [None, tuple, list],
+}
+
+
+class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
+    """Bayesian neural network regressor around any torch module.
+
+    The estimator of :class:`BayesianMLPRegressor` (Gaussian likelihood,
+    learned noise, standardised targets, the same training loop and
+    Monte-Carlo predictions) for a network the user builds from plain torch
+    layers: convolutional, recurrent, anything. The inference method turns
+    it Bayesian: ``MCDropout`` (any module; dropout after convolutions and
+    tied across time steps in recurrent layers, Gal 2016, sections
+    3.2.7-3.2.8), ``MeanFieldVI`` (Linear and Conv2d layers, local
+    reparameterisation) and ``DeepEnsemble`` (any module without buffers).
+
+    Parameters
+    ----------
+    module : torch.nn.Module class, callable or instance, default=None
+        The network, built from plain torch layers: ``module(**module__kwargs)``
+        must return a :class:`torch.nn.Module` mapping inputs of shape
+        ``(B, *input_shape)`` (or ``(B, n_features)``) to ``(B, n_outputs)``
+        (the number of targets, or of classes: the logits). A factory that takes
+        ``n_features``, ``n_outputs`` or ``input_shape`` and is not given them
+        receives the data's values. An instance is copied (and re-initialised
+        by its layers' ``reset_parameters`` for each ensemble member). None: one
+        hidden layer of 50 ReLU units. The inference method makes it Bayesian:
+        ``MCDropout`` keeps its dropout on and adds more (``placement``),
+        ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
+        ``DeepEnsemble`` trains copies of it; a method that cannot handle a
+        layer says so in ``fit``.
+    module__<name> : any
+        Keyword arguments of ``module`` (skorch's convention), tunable by
+        ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
+    input_shape : tuple of int, default=None
+        Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
+        reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
+        also be 3-D or 4-D (``(n_samples, *input_shape)``), and is then
+        flattened to rows and its trailing shape used; 2-D rows are fed as
+        they are.
+    inference : str or InferenceMethod, default="mfvi"
+        ``MeanFieldVI``, ``MCDropout`` or ``DeepEnsemble`` (or ``"mfvi"``,
+        ``"mc_dropout"``, ``"ensemble"``); the others refuse a module.
+    prior_scale, noise_std, normalize_y, batch_size, learning_rate_init, beta_1, beta_2, max_iter, \
+n_mc_predict, early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, \
+random_state, verbose, device, dtype
+        As in :class:`BayesianMLPRegressor`.
+
+    Attributes
+    ----------
+    input_shape_ : tuple of int or None
+        Shape of one input the module received.
+    module_, inference_, inference_diagnostics_, loss_curve_, n_iter_, noise_std_, n_outputs_, n_features_in_
+        As in :class:`BayesianMLPRegressor`; ``module_["network"]`` is a
+        :class:`~skbayes.nn.networks.BayesianModuleNetwork` (or a
+        :class:`~skbayes.nn.networks.StackedModuleNetwork`) holding the
+        converted module.
+
+    Notes
+    -----
+    scikit-learn's contract is kept: X is 2-D and ``input_shape`` reshapes
+    its rows, so the estimator passes ``check_estimator``. N-D X is
+    accepted too (flattened to rows, the shape recorded); the checks never
+    pass one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from torch import nn
+    >>> from skbayes import BayesianNeuralNetRegressor
+    >>> class Net(nn.Sequential):
+    ...     def __init__(self, n_features, n_outputs, width=16):
+    ...         super().__init__(nn.Linear(n_features, width), nn.Tanh(), nn.Linear(width, n_outputs))
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(100, 1))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.randn(100)
+    >>> model = BayesianNeuralNetRegressor(Net, module__width=8, inference="mc_dropout", max_iter=20, random_state=0)
+    >>> model.fit(X, y).predict(X[:2], return_std=True)[1].shape
+    (2,)
+    """
+
+    _parameter_constraints = {
+        key: value
+        for key, value in {**BayesianMLPRegressor._parameter_constraints, **_MODULE_CONSTRAINTS}.items()
+        if key not in ("hidden_layer_sizes", "activation")
+    }
+
+    def __init__(
+        self,
+        module=None,
+        *,
+        input_shape=None,
+        inference="mfvi",
+        prior_scale=1.0,
+        noise_std="learn",
+        normalize_y=True,
+        batch_size="auto",
+        learning_rate_init=3e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        max_iter="auto",
+        n_mc_predict=100,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=50,
+        tol=1e-4,
+        warm_start=False,
+        callbacks=None,
+        random_state=None,
+        verbose=False,
+        device="auto",
+        dtype=None,
+        **module_kwargs,
+    ):
+        BaseBayesianMLP.__init__(
+            self,
+            None,
+            inference=inference,
+            activation=None,
+            prior_scale=prior_scale,
+            batch_size=batch_size,
+            learning_rate_init=learning_rate_init,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            max_iter=max_iter,
+            n_mc_predict=n_mc_predict,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            warm_start=warm_start,
+            callbacks=callbacks,
+            random_state=random_state,
+            verbose=verbose,
+            device=device,
+            dtype=dtype,
+        )
+        del self.hidden_layer_sizes, self.activation
+        self.noise_std = noise_std
+        self.normalize_y = normalize_y
+        self.module = module
+        self.input_shape = input_shape
+        self._set_module_kwargs(module_kwargs)
+
+    def fit(self, X, y):
+        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
+
+        Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
+        does not hold the features, or layers the inference method cannot
+        make Bayesian (the message names them); otherwise as
+        ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
+        """
+        X = self._as_rows(X, reset=True)
+        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
+        return super().fit(X, y)
+
+    @available_if(method_streams)
+    def partial_fit(self, X, y):
+        """One epoch over a batch of rows (see :meth:`BayesianMLPRegressor.partial_fit`); X may be N-D."""
+        first = not hasattr(self, "module_")
+        return super().partial_fit(self._as_rows(X, reset=first), y)
+
+
+class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
+    """Bayesian neural network classifier around any torch module.
+
+    The estimator of :class:`BayesianMLPClassifier` (categorical likelihood,
+    probabilities averaged over weight draws, the uncertainty measures) for
+    a network the user builds from plain torch layers; the module returns
+    the logits, shape (B, n_classes). See
+    :class:`BayesianNeuralNetRegressor` for how each inference method turns
+    the module Bayesian.
+
+    Parameters
+    ----------
+    module : torch.nn.Module class, callable or instance, default=None
+        The network, built from plain torch layers: ``module(**module__kwargs)``
+        must return a :class:`torch.nn.Module` mapping inputs of shape
+        ``(B, *input_shape)`` (or ``(B, n_features)``) to ``(B, n_outputs)``
+        (the number of targets, or of classes: the logits). A factory that takes
+        ``n_features``, ``n_outputs`` or ``input_shape`` and is not given them
+        receives the data's values. An instance is copied (and re-initialised
+        by its layers' ``reset_parameters`` for each ensemble member). None: one
+        hidden layer of 50 ReLU units. The inference method makes it Bayesian:
+        ``MCDropout`` keeps its dropout on and adds more (``placement``),
+        ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
+        ``DeepEnsemble`` trains copies of it; a method that cannot handle a
+        layer says so in ``fit``.
+    module__<name> : any
+        Keyword arguments of ``module`` (skorch's convention), tunable by
+        ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
+    input_shape : tuple of int, default=None
+        Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
+        reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
+        also be 3-D or 4-D (``(n_samples, *input_shape)``), and is then
+        flattened to rows and its trailing shape used; 2-D rows are fed as
+        they are.
+    inference : str or InferenceMethod, default="mfvi"
+        ``MeanFieldVI``, ``MCDropout`` or ``DeepEnsemble`` (or ``"mfvi"``,
+        ``"mc_dropout"``, ``"ensemble"``); the others refuse a module.
+    prior_scale, batch_size, learning_rate_init, beta_1, beta_2, max_iter, n_mc_predict, \
+early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, random_state, \
+verbose, device, dtype
+        As in :class:`BayesianMLPClassifier`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    input_shape_ : tuple of int or None
+        Shape of one input the module received.
+    module_, inference_, inference_diagnostics_, loss_curve_, n_iter_, n_features_in_
+        As in :class:`BayesianMLPClassifier`.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> from sklearn.datasets import load_digits
+    >>> from skbayes import BayesianNeuralNetClassifier
+    >>> class LeNet(nn.Sequential):
+    ...     def __init__(self, n_outputs):
+    ...         super().__init__(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+    ...                          nn.Linear(36, n_outputs))
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = BayesianNeuralNetClassifier(LeNet, input_shape=(1, 8, 8), inference="mc_dropout",
+    ...                                   max_iter=2, random_state=0).fit(X / 16, y)
+    >>> clf.predict_proba(X[:2] / 16).shape
+    (2, 10)
+    """
+
+    _parameter_constraints = {
+        key: value
+        for key, value in {**BayesianMLPClassifier._parameter_constraints, **_MODULE_CONSTRAINTS}.items()
+        if key not in ("hidden_layer_sizes", "activation")
+    }
+
+    def __init__(
+        self,
+        module=None,
+        *,
+        input_shape=None,
+        inference="mfvi",
+        prior_scale=1.0,
+        batch_size="auto",
+        learning_rate_init=3e-3,
+        beta_1=0.9,
+        beta_2=0.999,
+        max_iter="auto",
+        n_mc_predict=100,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=50,
+        tol=1e-4,
+        warm_start=False,
+        callbacks=None,
+        random_state=None,
+        verbose=False,
+        device="auto",
+        dtype=None,
+        **module_kwargs,
+    ):
+        BaseBayesianMLP.__init__(
+            self,
+            None,
+            inference=inference,
+            activation=None,
+            prior_scale=prior_scale,
+            batch_size=batch_size,
+            learning_rate_init=learning_rate_init,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            max_iter=max_iter,
+            n_mc_predict=n_mc_predict,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            warm_start=warm_start,
+            callbacks=callbacks,
+            random_state=random_state,
+            verbose=verbose,
+            device=device,
+            dtype=dtype,
+        )
+        del self.hidden_layer_sizes, self.activation
+        self.module = module
+        self.input_shape = input_shape
+        self._set_module_kwargs(module_kwargs)
+
+    def fit(self, X, y):
+        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
+
+        Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
+        does not hold the features, or layers the inference method cannot
+        make Bayesian (the message names them); otherwise as
+        ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
+        """
+        X = self._as_rows(X, reset=True)
+        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
+        return super().fit(X, y)
+
+    @available_if(method_streams)
+    def partial_fit(self, X, y, classes=None):
+        """One epoch over a batch of rows (see :meth:`BayesianMLPClassifier.partial_fit`); X may be N-D."""
+        first = not hasattr(self, "module_")
+        return super().partial_fit(self._as_rows(X, reset=first), y, classes=classes)

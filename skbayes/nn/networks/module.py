@@ -1,0 +1,565 @@
+"""Any torch module behind the prediction protocols of the Bayesian estimators.
+
+A user builds a network from plain torch layers; the inference method turns
+it Bayesian where that is well defined:
+
+* :func:`to_mc_dropout` keeps the module's :class:`torch.nn.Dropout` layers
+  on at prediction and, depending on ``placement``, adds dropout before every
+  dense layer and after every convolution (the Bayesian CNN of Gal 2016,
+  section 3.2.7) and swaps LSTM/GRU layers and embeddings for their
+  variational forms (section 3.2.8);
+* :func:`to_mean_field` swaps every :class:`torch.nn.Linear` and
+  :class:`torch.nn.Conv2d` for a factorised-Gaussian layer (Bayes by
+  Backprop with local reparameterisation, Kingma et al. 2015);
+* :class:`StackedModuleNetwork` holds M copies of any module as stacked
+  tensors (deep ensembles, kept SGHMC samples) and evaluates them with
+  :func:`torch.func.vmap`.
+
+:class:`BayesianModuleNetwork` is the network the estimators fit and predict
+with: the single-network protocol of :class:`~skbayes.nn.BayesianLayerStack`
+(``forward(x, generator, sample)``, ``kl()``, ``sample_parameters``,
+``forward_with``) for a module whose stochastic layers follow
+:mod:`skbayes.nn.layers.noise`. The estimators pass rows of shape
+(n, n_features); the networks reshape them to (n, *input_shape) for the
+module, which returns (n, n_outputs).
+"""
+
+import copy
+import inspect
+import math
+
+import torch
+from torch import nn
+
+from ..layers import MeanFieldLinear
+from ..layers.dropout import MCDropoutLayer
+from ..layers.noise import StochasticLayer, noise_context
+
+__all__ = [
+    "BayesianModuleNetwork",
+    "StackedModuleNetwork",
+    "build_module",
+    "to_mc_dropout",
+    "to_mean_field",
+]
+
+# Number of values a forward pass may hold per input value (activations of
+# all layers at once): sizes the prediction blocks of module networks, whose
+# widths are unknown.
+_ACTIVATION_FACTOR = 64
+
+
+def build_module(factory, kwargs=None, *, seed, device=None, dtype=None):
+    """Build a module from a class/factory (or copy an instance), initialised from ``seed``.
+
+    The module's own initialisation (``torch.nn.init``) draws from the global
+    CPU generator; it runs under :func:`torch.random.fork_rng` seeded with
+    ``seed``, so the result depends on ``seed`` only and the global state is
+    left as it was. An instance is deep-copied and its layers re-initialised
+    by their ``reset_parameters`` (so that ensemble members differ) when
+    ``reset`` is asked for through ``kwargs=None`` and ``seed`` is not None.
+
+    Parameters
+    ----------
+    factory : type or callable or torch.nn.Module
+        ``factory(**kwargs)`` returns the module; an instance is copied.
+    kwargs : dict, optional
+        Keyword arguments of the factory.
+    seed : int
+    device, dtype : optional
+        Where and in which precision the module's parameters end up.
+
+    Returns
+    -------
+    module : torch.nn.Module
+
+    Raises
+    ------
+    TypeError
+        If the factory does not return a :class:`torch.nn.Module`, or if
+        keyword arguments come with an instance.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        if isinstance(factory, nn.Module):
+            if kwargs:
+                raise TypeError(
+                    f"module is an instance of {type(factory).__name__}; module__ arguments "
+                    f"({sorted(kwargs)}) need a class or factory."
+                )
+            module = copy.deepcopy(factory)
+            for layer in module.modules():
+                if hasattr(layer, "reset_parameters"):
+                    layer.reset_parameters()
+        else:
+            module = factory(**(kwargs or {}))
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must build a torch.nn.Module; {factory!r} returned {type(module).__name__}.")
+    return module.to(device=device, dtype=dtype)
+
+
+def factory_accepts(factory, name):
+    """Whether ``factory`` (a class or callable, not an instance) takes a keyword argument ``name``."""
+    if isinstance(factory, nn.Module):
+        return False
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return False
+    return name in signature.parameters
+
+
+def _replace_children(module, replace):
+    """Replace, depth first, every child c with ``replace(c)`` when that is not None."""
+    for name, child in list(module.named_children()):
+        new = replace(child)
+        if new is None:
+            _replace_children(child, replace)
+        else:
+            setattr(module, name, new)
+    return module
+
+
+def _own_parameters(module):
+    return any(True for _ in module.parameters(recurse=False))
+
+
+def _unsupported(module, handled, method):
+    """Raise for parametric layers outside the stochastic layers: ``method`` cannot make them Bayesian."""
+    inside = {id(m) for layer in module.modules() if isinstance(layer, StochasticLayer) for m in layer.modules()}
+    bad = sorted({type(m).__name__ for m in module.modules() if id(m) not in inside and _own_parameters(m)})
+    if bad:
+        raise ValueError(
+            f"{method} cannot make these layers Bayesian: {', '.join(bad)}. It handles {handled} "
+            "(and any layer without parameters); use MCDropout or DeepEnsemble for other layers."
+        )
+
+
+class _MeanFieldLinearLayer(StochasticLayer):
+    """A :class:`~skbayes.nn.MeanFieldLinear` inside a module, driven by the noise protocol.
+
+    ``"sample"``: local reparameterisation per row; ``"shared"``: one weight
+    draw for all rows; ``"mean"``: the posterior means. Inputs (..., in) as
+    :class:`torch.nn.Linear`.
+    """
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+        self.in_features, self.out_features = layer.in_features, layer.out_features
+
+    @classmethod
+    def from_module(cls, linear, *, prior_scale=1.0, posterior_init_scale=1e-3):
+        """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned)."""
+        factory = {"device": linear.weight.device, "dtype": linear.weight.dtype}
+        layer = MeanFieldLinear(
+            linear.in_features, linear.out_features, prior_scale=prior_scale,
+            posterior_init_scale=posterior_init_scale, **factory,
+        )
+        with torch.no_grad():
+            layer.mu[:-1].copy_(linear.weight.T)
+            layer.mu[-1].copy_(linear.bias if linear.bias is not None else torch.zeros_like(layer.mu[-1]))
+        return cls(layer)
+
+    def forward(self, x):
+        if self.noise_mode == "shared":
+            weight, bias = self.layer.sample_parameters(1, self.noise_generator)
+            return torch.matmul(x, weight[0]) + bias[0, 0]
+        return self.layer(x, self.noise_generator, sample=self.noise_mode == "sample")
+
+    def kl(self):
+        return self.layer.kl()
+
+
+def _layer_types(*names):
+    """The classes of :mod:`skbayes.nn.layers` called ``names`` that exist (recurrent and conv layers)."""
+    from .. import layers
+
+    return tuple(getattr(layers, name) for name in names if hasattr(layers, name))
+
+
+def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
+    """Swap a module's Linear and Conv2d layers for factorised-Gaussian layers, in place.
+
+    Each :class:`torch.nn.Linear` becomes a mean-field linear layer and each
+    :class:`torch.nn.Conv2d` a :class:`~skbayes.nn.MeanFieldConv2d`, their
+    posterior means starting at the layer's initial weights, standard
+    deviations at ``posterior_init_scale``, with a N(0, prior_scale^2) prior
+    (Blundell et al. 2015; local reparameterisation, Kingma et al. 2015).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    prior_scale, posterior_init_scale : float
+
+    Returns
+    -------
+    module : torch.nn.Module
+        The same object, converted.
+
+    Raises
+    ------
+    ValueError
+        If the module has layers with parameters other than Linear and
+        Conv2d (LSTM, embeddings, normalisation layers, ...): mean-field VI
+        has no form for them here.
+    """
+    options = {"prior_scale": prior_scale, "posterior_init_scale": posterior_init_scale}
+    conversions = {nn.Linear: _MeanFieldLinearLayer.from_module}
+    for cls in _layer_types("MeanFieldConv2d"):
+        conversions[nn.Conv2d] = cls.from_module
+
+    def replace(child):
+        for torch_cls, convert in conversions.items():
+            if type(child) is torch_cls:
+                return convert(child, **options)
+        return None
+
+    if type(module) in conversions:
+        module = replace(module)
+    else:
+        _replace_children(module, replace)
+    _unsupported(module, "torch.nn.Linear and torch.nn.Conv2d", "MeanFieldVI")
+    return module
+
+
+#: Where :func:`to_mc_dropout` puts dropout.
+DROPOUT_PLACEMENTS = ("all", "dense", "existing")
+
+
+def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, recurrent=None):
+    """Make a module's dropout MC dropout, adding dropout where ``placement`` says, in place.
+
+    Every :class:`torch.nn.Dropout` becomes an
+    :class:`~skbayes.nn.MCDropoutLayer` with ``dropout_rate`` (kept on at
+    prediction). ``placement="dense"`` adds dropout on the input of every
+    :class:`torch.nn.Linear` (dropout before the fully connected layers, the
+    usual practice); ``"all"`` also adds it after every convolution, before
+    pooling (the Bayesian CNN, Gal 2016, section 3.2.7), and swaps
+    :class:`torch.nn.LSTM`, :class:`torch.nn.GRU` and
+    :class:`torch.nn.Embedding` for their variational forms, one mask per
+    sequence tied across time steps (section 3.2.8); ``"existing"`` adds
+    nothing. The KL condition becomes a weight decay
+    (:meth:`BayesianModuleNetwork.kl`).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    dropout_rate : float in [0, 1)
+    placement : {"all", "dense", "existing"}, default="all"
+    prior_scale : float, default=1.0
+        Prior standard deviation of the recurrent layers' weights.
+    recurrent : dict, optional
+        Keyword arguments of the variational recurrent layers' ``from_module``
+        (``gates``, ``masks``).
+
+    Returns
+    -------
+    module : torch.nn.Module
+        The converted module.
+    dropped_inputs : set of str
+        Names of the parameters (in the returned module) whose layer's input
+        is dropped: their weight decay carries the 1/(1-p) of the
+        inverted-dropout KL condition.
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``placement``, or dropout types other than
+        :class:`torch.nn.Dropout` (their masks are not the Bernoulli q of MC
+        dropout here).
+    """
+    if placement not in DROPOUT_PLACEMENTS:
+        raise ValueError(f"Unknown placement {placement!r}; choose one of {DROPOUT_PLACEMENTS}.")
+    convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    recurrent_layers = {}
+    if placement == "all":
+        for cls_name, torch_cls in (("VariationalLSTM", nn.LSTM), ("VariationalGRU", nn.GRU)):
+            for cls in _layer_types(cls_name):
+                recurrent_layers[torch_cls] = lambda m, cls=cls: cls.from_module(
+                    m, dropout_rate=dropout_rate, prior_scale=prior_scale, **(recurrent or {})
+                )
+        for cls in _layer_types("EmbeddingDropout"):
+            recurrent_layers[nn.Embedding] = lambda m, cls=cls: cls.from_module(
+                m, dropout_rate=dropout_rate, prior_scale=prior_scale
+            )
+
+    def replace(child):
+        if type(child) is nn.Dropout:
+            return MCDropoutLayer(dropout_rate)
+        if isinstance(child, nn.modules.dropout._DropoutNd):
+            raise ValueError(
+                f"MC dropout handles torch.nn.Dropout only; the module has {type(child).__name__}."
+            )
+        if type(child) is nn.Linear and placement in ("all", "dense"):
+            return nn.Sequential(MCDropoutLayer(dropout_rate), child)
+        if type(child) in convs and placement == "all":
+            return nn.Sequential(child, MCDropoutLayer(dropout_rate))
+        if type(child) in recurrent_layers:
+            return recurrent_layers[type(child)](child)
+        return None
+
+    wrapper = nn.Sequential(module)
+    _replace_children(wrapper, replace)
+    module = wrapper[0]
+    dropped = set()
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.Sequential) and len(sub) == 2 and isinstance(sub[0], MCDropoutLayer):
+            if type(sub[1]) is nn.Linear:
+                dropped.add(f"{name}.1.weight".lstrip("."))
+    return module, dropped
+
+
+def _rows_to_inputs(x, input_shape):
+    """(..., n, d) rows -> (B, *input_shape) module inputs, and the leading shape."""
+    lead = x.shape[:-1]
+    shape = input_shape if input_shape is not None else (x.shape[-1],)
+    return x.reshape(-1, *shape), lead
+
+
+def _outputs_to_rows(out, lead):
+    """(B, k) or (B,) module outputs -> (..., n, k)."""
+    if out.dim() == 1:
+        out = out.unsqueeze(-1)
+    return out.reshape(*lead, out.shape[-1])
+
+
+class BayesianModuleNetwork(nn.Module):
+    r"""A torch module with stochastic layers, behind the estimators' single-network protocol.
+
+    The module's :class:`~skbayes.nn.layers.noise.StochasticLayer` layers
+    (mean-field, MC-dropout, variational recurrent layers) carry q(w); its
+    other parameters are point estimates with a N(0, s^2) prior, i.e. the
+    weight decay of MC dropout's KL condition (Gal 2016, eq. 3.13, in the
+    inverted-dropout form of :class:`~skbayes.nn.DropoutLinear`):
+
+    .. math::
+
+        \mathrm{KL} \approx \sum_{\text{stochastic layers}} \mathrm{KL}_\ell
+            + \sum_{\theta} \frac{c_\theta}{2 s^2} \lVert \theta \rVert^2,
+
+    with c = 1/(1-p) for the weights of a layer whose input is dropped and 1
+    otherwise.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        Maps inputs of shape (B, *input_shape) to (B, n_outputs) (or (B,)).
+    n_features, n_outputs : int
+        Widths of the estimator's rows and of the module's output.
+    input_shape : tuple of int, optional
+        Shape of one input (prod = ``n_features``); None feeds the rows as
+        they are.
+    prior_scale : float, default=1.0
+        Prior standard deviation s of the point-estimated parameters.
+    dropped_inputs : set of str, optional
+        Names of the parameters that get c = 1/(1-p).
+    dropout_rate : float, default=0.0
+        p of those.
+    """
+
+    def __init__(
+        self, module, n_features, n_outputs, *, input_shape=None, prior_scale=1.0, dropped_inputs=(),
+        dropout_rate=0.0,
+    ):
+        super().__init__()
+        if input_shape is not None and math.prod(input_shape) != n_features:
+            raise ValueError(f"input_shape {tuple(input_shape)} does not hold {n_features} features.")
+        self.module = module
+        self.n_features, self.n_outputs = int(n_features), int(n_outputs)
+        self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
+        self.prior_scale = float(prior_scale)
+        stochastic = {
+            f"{name}.{p}".lstrip(".")
+            for name, m in module.named_modules()
+            if isinstance(m, StochasticLayer)
+            for p, _ in m.named_parameters()
+        }
+        scale = 1.0 / (1.0 - dropout_rate)
+        # parameter name -> c / (2 s^2) of its weight decay
+        self.decay = {
+            name: (scale if name in dropped_inputs else 1.0) / (2 * self.prior_scale**2)
+            for name, _ in module.named_parameters()
+            if name not in stochastic
+        }
+
+    def _module_pass(self, x):
+        h, lead = _rows_to_inputs(x, self.input_shape)
+        return _outputs_to_rows(self.module(h), lead)
+
+    def forward(self, x, generator=None, sample=True):
+        """Training-time pass, fresh noise for every row.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (..., n, n_features)
+        generator : torch.Generator, optional
+        sample : bool, default=True
+            If False, the mean pass (no noise).
+
+        Returns
+        -------
+        f : torch.Tensor of shape (..., n, n_outputs)
+        """
+        with noise_context(self.module, "sample" if sample else "mean", generator):
+            return self._module_pass(x)
+
+    def kl(self):
+        """KL(q || p) of the stochastic layers plus the weight decay of the other parameters (nats)."""
+        total = sum(m.kl() for m in self.module.modules() if isinstance(m, StochasticLayer))
+        parameters = dict(self.module.named_parameters())
+        return total + sum(c * parameters[name].pow(2).sum() for name, c in self.decay.items())
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` draws, each a seed of the generator of one prediction pass.
+
+        Returns
+        -------
+        seeds : torch.LongTensor of shape (n_samples,)
+            Pass s draws every stochastic layer's weights (or masks) once,
+            shared by all rows, from a CPU generator seeded with
+            ``seeds[s]``: the same draws on every device.
+        """
+        return torch.randint(2**62, (n_samples,), generator=generator, device="cpu")
+
+    def forward_with(self, x, parameters):
+        """Evaluate the network under the draws ``parameters`` (from :meth:`sample_parameters`).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features)
+        parameters : torch.LongTensor of shape (S,)
+
+        Returns
+        -------
+        f : torch.Tensor of shape (S, n, n_outputs)
+            Row i depends only on x[i].
+        """
+        out = []
+        for seed in parameters.tolist():
+            generator = torch.Generator().manual_seed(seed)
+            with noise_context(self.module, "shared", generator):
+                out.append(self._module_pass(x))
+        return torch.stack(out)
+
+    def prediction_row_size(self, parameters):
+        """Values held per row by :meth:`forward_with` (sizes the prediction blocks)."""
+        return _ACTIVATION_FACTOR * self.n_features + len(parameters) * self.n_outputs
+
+
+class StackedModuleNetwork(nn.Module):
+    """M copies of any torch module held as stacked tensors (ensembles, kept samples).
+
+    The members share the module's structure (built once on the ``"meta"``
+    device) and have their own parameters, stacked along a first axis of
+    size M and evaluated together with :func:`torch.func.vmap` over
+    :func:`torch.func.functional_call`. The members are deterministic:
+    the module runs in evaluation mode (dropout off). Implements the
+    finite-member protocol of :class:`~skbayes.nn.StackedMLP`, with the
+    N(0, prior_scale^2) prior on every parameter.
+
+    Parameters
+    ----------
+    modules : list of torch.nn.Module
+        The M members, identical in structure (copied).
+    n_features, n_outputs : int
+    input_shape : tuple of int, optional
+    prior_scale : float, default=1.0
+
+    Raises
+    ------
+    ValueError
+        If the members hold buffers (e.g. batch normalisation's running
+        statistics), which the members cannot share here, or no members.
+    """
+
+    def __init__(self, modules, n_features, n_outputs, *, input_shape=None, prior_scale=1.0):
+        super().__init__()
+        if not modules:
+            raise ValueError("A StackedModuleNetwork needs at least one member.")
+        buffers = [name for name, _ in modules[0].named_buffers()]
+        if buffers:
+            raise ValueError(
+                f"The module holds buffers ({', '.join(buffers)}), e.g. batch normalisation statistics; "
+                "ensembles and SGHMC need modules whose state is their parameters."
+            )
+        self.names = [name for name, _ in modules[0].named_parameters()]
+        self.stacked = nn.ParameterList(
+            nn.Parameter(torch.stack([dict(m.named_parameters())[name].detach() for m in modules]).clone())
+            for name in self.names
+        )
+        self.n_members = len(modules)
+        self.n_features, self.n_outputs = int(n_features), int(n_outputs)
+        self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
+        self.prior_scale = float(prior_scale)
+        # the structure only, not a registered submodule: its parameters are the stacked ones
+        object.__setattr__(self, "_base", copy.deepcopy(modules[0]).to("meta").eval())
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_base"] = copy.deepcopy(self._base).to_empty(device="cpu")  # meta tensors do not pickle
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        object.__setattr__(self, "_base", state["_base"].to("meta").eval())
+
+    def _call(self, tensors, x):
+        """Member ``tensors`` (one per name) at rows x (n, d) -> (n, k)."""
+        h, lead = _rows_to_inputs(x, self.input_shape)
+        out = torch.func.functional_call(self._base, dict(zip(self.names, tensors)), (h,))
+        return _outputs_to_rows(out, lead)
+
+    def member_parameters(self, index=None):
+        """The parameters of the members ``index`` (all, in order, if None): a list of (S, ...) tensors."""
+        return [p if index is None else p[index] for p in self.stacked]
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` members drawn uniformly with replacement (as :meth:`member_parameters`)."""
+        index = torch.randint(self.n_members, (n_samples,), generator=generator, device="cpu")
+        return self.member_parameters(index.to(self.stacked[0].device))
+
+    def forward_with(self, x, parameters):
+        """The members given by ``parameters`` at x (n, n_features) -> (S, n, n_outputs)."""
+        return torch.func.vmap(self._call, in_dims=(0, None))(list(parameters), x)
+
+    def forward(self, x, generator=None, sample=True):
+        """Every member at its own rows.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, n_features) or (n_members, n, n_features)
+        generator, sample : ignored (the members are deterministic)
+
+        Returns
+        -------
+        f : torch.Tensor of shape (n_members, n, n_outputs)
+        """
+        if x.dim() == 2:
+            return self.forward_with(x, self.member_parameters())
+        return torch.func.vmap(self._call)(list(self.stacked), x)
+
+    def prediction_row_size(self, parameters):
+        """Values held per row by :meth:`forward_with` (sizes the prediction blocks)."""
+        return len(parameters[0]) * (_ACTIVATION_FACTOR * self.n_features + self.n_outputs)
+
+    def member_neg_log_prior(self):
+        """sum(w^2) / (2 s^2) over each member's parameters, shape (n_members,)."""
+        scale = 0.5 / self.prior_scale**2
+        return scale * sum(p.pow(2).flatten(1).sum(1) for p in self.stacked)
+
+    def neg_log_prior(self):
+        """The members' summed negative log prior, a scalar in nats (the MAP penalty)."""
+        return self.member_neg_log_prior().sum()
+
+    def select(self, index):
+        """A new network with the members ``index`` (a LongTensor), copied."""
+        network = copy.copy(self)
+        network._parameters, network._modules = dict(self._parameters), dict(self._modules)
+        object.__setattr__(network, "_base", self._base)
+        network.stacked = nn.ParameterList(nn.Parameter(p.detach()[index].clone()) for p in self.stacked)
+        network.n_members = len(index)
+        return network
+
+    def extra_repr(self):
+        return f"n_members={self.n_members}, prior_scale={self.prior_scale}"
