@@ -192,8 +192,8 @@ class InferenceMethod(BaseEstimator):
             module it cannot make Bayesian.
         """
         raise ValueError(
-            f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI "
-            "or DeepEnsemble."
+            f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI, "
+            "DeepEnsemble or SGHMC."
         )
 
     def n_likelihood_members(self):

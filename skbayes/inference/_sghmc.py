@@ -9,8 +9,8 @@ import torch
 from .._param_validation import Interval
 from .._training import Callback
 from ..nn import SGHMC as SGHMCOptimizer
-from ..nn import KeptStates, StackedMLP, split_rhat
-from ._base import InferenceMethod, Training
+from ..nn import KeptStates, split_rhat
+from ._base import Training
 from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
 from ._gpi_prior import GPInducedPrior, apply_prior
 
@@ -71,7 +71,7 @@ class KeepSamples(Callback):
     def snapshot(self):
         """Copies of the chains' weights (per layer), raw noise and layer prior scales, now."""
         network = self.module["network"]
-        weights = [layer.weight.detach().clone() for layer in network.layers]
+        weights = [tensor.detach().clone() for tensor in network.member_tensors()]
         raw = _member_raw_noise(self.module["likelihood"])
         scales = network.layer_prior_scales()
         scales = None if scales is None else tuple(s.clone() for s in scales)
@@ -244,8 +244,10 @@ class SGHMC(StackedMLPMethod):
     def n_members(self):
         return self.n_chains
 
-    # SGHMC keeps its samples as StackedMLP weights: MLPs only for now.
-    build_module_network = InferenceMethod.build_module_network
+    def build_module_network(self, n_features, n_outputs, settings, **factory):
+        if self.prior is not None:
+            raise ValueError("SGHMC(prior=...) is a prior over MLP weights; a torch module takes prior=None.")
+        return super().build_module_network(n_features, n_outputs, settings, **factory)
 
     def _restart_from_last_samples(self, module):
         """Replace a fitted sample set by the last kept sample of each chain."""
@@ -254,7 +256,7 @@ class SGHMC(StackedMLPMethod):
             return
         old_chains = getattr(network, "n_chains", network.n_members)
         n_kept = network.n_members // old_chains
-        last = torch.arange(1, old_chains + 1, device=network.layers[0].weight.device) * n_kept - 1
+        last = torch.arange(1, old_chains + 1, device=network.member_tensors()[0].device) * n_kept - 1
         index = last[torch.arange(n_chains, device=last.device) % old_chains]
         module["network"] = network.select(index)
         raw = _member_raw_noise(module["likelihood"])
@@ -397,12 +399,11 @@ class SGHMC(StackedMLPMethod):
             stacked = torch.stack(tensors, dim=1)  # (n_chains, n_kept, ...)
             return stacked.reshape(-1, *stacked.shape[2:])
 
-        weights = [chain_major([s[0][i] for s in samples]) for i in range(len(network.layers))]
+        weights = [chain_major([s[0][i] for s in samples]) for i in range(len(samples[0][0]))]
         scales = None
         if samples[0][2] is not None:
             scales = tuple(chain_major([s[2][k] for s in samples]) for k in range(2))
-        kept = StackedMLP.from_weights(weights, activation=network.activation, prior_scale=network.prior_scale,
-                                       layer_prior_scales=scales)
+        kept = network.with_member_tensors(weights, layer_prior_scales=scales)
         kept.n_chains = network.n_members
         module["network"] = kept
         if samples[0][1] is not None:

@@ -32,8 +32,8 @@ module : torch.nn.Module class, callable or instance, default=None
     hidden layer of 50 ReLU units. The inference method makes it Bayesian:
     ``MCDropout`` keeps its dropout on and adds more (``placement``),
     ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
-    ``DeepEnsemble`` trains copies of it; a method that cannot handle a
-    layer says so in ``fit``.
+    ``DeepEnsemble`` trains copies of it and ``SGHMC`` samples copies of
+    it; a method that cannot handle a layer says so in ``fit``.
 module__<name> : any
     Keyword arguments of ``module`` (skorch's convention), tunable by
     ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
@@ -161,7 +161,8 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     it Bayesian: ``MCDropout`` (any module; dropout after convolutions and
     tied across time steps in recurrent layers, Gal 2016, sections
     3.2.7-3.2.8), ``MeanFieldVI`` (Linear and Conv2d layers, local
-    reparameterisation) and ``DeepEnsemble`` (any module without buffers).
+    reparameterisation), ``DeepEnsemble`` and ``SGHMC`` (any module without
+    buffers).
 
     Parameters
     ----------
@@ -188,8 +189,9 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
         flattened to rows and its trailing shape used; 2-D rows are fed as
         they are.
     inference : str or InferenceMethod, default="mfvi"
-        ``MeanFieldVI``, ``MCDropout`` or ``DeepEnsemble`` (or ``"mfvi"``,
-        ``"mc_dropout"``, ``"ensemble"``); the others refuse a module.
+        ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
+        ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
+        others refuse a module.
     prior_scale, noise_std, normalize_y, batch_size, learning_rate_init, beta_1, beta_2, max_iter, \
 n_mc_predict, early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, \
 random_state, verbose, device, dtype
@@ -345,8 +347,9 @@ class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
         flattened to rows and its trailing shape used; 2-D rows are fed as
         they are.
     inference : str or InferenceMethod, default="mfvi"
-        ``MeanFieldVI``, ``MCDropout`` or ``DeepEnsemble`` (or ``"mfvi"``,
-        ``"mc_dropout"``, ``"ensemble"``); the others refuse a module.
+        ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
+        ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
+        others refuse a module.
     prior_scale, batch_size, learning_rate_init, beta_1, beta_2, max_iter, n_mc_predict, \
 early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, random_state, \
 verbose, device, dtype

@@ -552,14 +552,35 @@ class StackedModuleNetwork(nn.Module):
         """The members' summed negative log prior, a scalar in nats (the MAP penalty)."""
         return self.member_neg_log_prior().sum()
 
-    def select(self, index):
-        """A new network with the members ``index`` (a LongTensor), copied."""
+    def member_tensors(self):
+        """The stacked parameters, each with the members on its first axis."""
+        return list(self.stacked)
+
+    def layer_prior_scales(self):
+        """None: one prior scale for every parameter."""
+        return None
+
+    def with_member_tensors(self, tensors, layer_prior_scales=None):
+        """A new network of this module holding ``tensors`` (as :meth:`member_tensors`), copied.
+
+        Raises
+        ------
+        ValueError
+            If ``layer_prior_scales`` is given (per-layer priors are for MLPs).
+        """
+        if layer_prior_scales is not None:
+            raise ValueError("Per-layer prior scales are defined for MLPs only.")
         network = copy.copy(self)
         network._parameters, network._modules = dict(self._parameters), dict(self._modules)
         object.__setattr__(network, "_base", self._base)
-        network.stacked = nn.ParameterList(nn.Parameter(p.detach()[index].clone()) for p in self.stacked)
-        network.n_members = len(index)
+        network.__dict__.pop("n_chains", None)  # set by SGHMC on its kept samples
+        network.stacked = nn.ParameterList(nn.Parameter(t.detach().clone()) for t in tensors)
+        network.n_members = int(tensors[0].shape[0])
         return network
+
+    def select(self, index):
+        """A new network with the members ``index`` (a LongTensor), copied."""
+        return self.with_member_tensors([p.detach()[index] for p in self.stacked])
 
     def extra_repr(self):
         return f"n_members={self.n_members}, prior_scale={self.prior_scale}"

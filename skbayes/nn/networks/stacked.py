@@ -189,6 +189,18 @@ class StackedMLP(nn.Module):
             network.set_layer_prior_scales(*layer_prior_scales)
         return network
 
+    def member_tensors(self):
+        """The tensors holding all members' weights, each with the members on its first axis."""
+        return [layer.weight for layer in self.layers]
+
+    def with_member_tensors(self, tensors, layer_prior_scales=None):
+        """A new network of this architecture holding ``tensors`` (as :meth:`member_tensors`), copied.
+
+        ``layer_prior_scales`` as in :meth:`from_weights`.
+        """
+        return type(self).from_weights(tensors, activation=self.activation, prior_scale=self.prior_scale,
+                                       layer_prior_scales=layer_prior_scales)
+
     def layer_prior_scales(self):
         """The per-member, per-layer (weight, bias) prior scales, each (n_members, L), or None."""
         if self.weight_prior_scales is None:
