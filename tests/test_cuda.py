@@ -155,3 +155,60 @@ def test_gp_family_on_cuda_and_back_on_cpu(data):
     mean, std = bsgp.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     np.testing.assert_allclose(_on_cpu(bsgp).predict(X), mean, rtol=1e-3, atol=1e-3)
+
+
+class _TinyCNN(torch.nn.Sequential):
+    def __init__(self, n_outputs):
+        super().__init__(
+            torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+            torch.nn.Linear(36, 16), torch.nn.ReLU(), torch.nn.Linear(16, n_outputs),
+        )
+
+
+class _TinyLSTM(torch.nn.Module):
+    def __init__(self, n_outputs):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(1, 8, batch_first=True)
+        self.out = torch.nn.Linear(8, n_outputs)
+
+    def forward(self, x):
+        return self.out(self.lstm(x)[0][:, -1])
+
+
+MODULE_METHODS = [MCDropout(dropout_rate=0.1), MeanFieldVI(), DeepEnsemble(n_estimators=3),
+                  SGHMC(burn_in=4, thinning=1, n_kept_samples=4)]
+
+
+@pytest.mark.parametrize("method", MODULE_METHODS, ids=lambda m: type(m).__name__)
+def test_convolutional_classifier_on_cuda_pickles_to_the_cpu(method):
+    from sklearn.datasets import load_digits
+
+    from skbayes import BayesianNeuralNetClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:300] / 16, y[:300]
+    clf = BayesianNeuralNetClassifier(_TinyCNN, input_shape=(1, 8, 8), inference=method, max_iter=4,
+                                      n_mc_predict=10, device="cuda", random_state=0).fit(X, y)
+    assert clf.device_.type == "cuda" and next(clf.module_.parameters()).is_cuda
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+    state = clf.__getstate__()
+    assert all(not t.is_cuda for t in state["module_"].state_dict().values())
+    np.testing.assert_allclose(_on_cpu(clf).predict_proba(X), proba, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", [MCDropout(dropout_rate=0.1), DeepEnsemble(n_estimators=2)],
+                         ids=lambda m: type(m).__name__)
+def test_recurrent_regressor_on_cuda(method):
+    from skbayes import BayesianNeuralNetRegressor
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(80, 6)
+    y = X.sum(1) + 0.1 * rng.randn(80)
+    model = BayesianNeuralNetRegressor(_TinyLSTM, input_shape=(6, 1), inference=method, max_iter=4,
+                                       n_mc_predict=10, device="cuda", random_state=0).fit(X, y)
+    mean, std = model.predict(X, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(std > 0)
+    cpu_mean, cpu_std = _on_cpu(model).predict(X, return_std=True)
+    np.testing.assert_allclose(cpu_mean, mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cpu_std, std, rtol=1e-4, atol=1e-4)
