@@ -16,9 +16,9 @@ equation cited in their docstrings. The files are laid out by role:
 ``kernels.py``             covariance functions
 ``flows.py``               normalising flows (planar, RealNVP coupling)
 ``init.py``                initialisations of a mean-field posterior
-``layers/``                linear layers, one file per posterior; a drop-in
-                           convolution and the noise protocol
-                           (``noise_context``)
+``layers/``                linear layers, one file per posterior; drop-in
+                           convolution, LSTM, GRU and embedding layers and
+                           their noise protocol (``noise_context``)
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
@@ -55,6 +55,7 @@ from .kernels import (
 )
 from .layers import (
     DropoutLinear,
+    EmbeddingDropout,
     ImplicitLinear,
     MeanFieldConv2d,
     MeanFieldLinear,
@@ -62,6 +63,8 @@ from .layers import (
     PBPLinear,
     StackedLinear,
     StochasticLayer,
+    VariationalGRU,
+    VariationalLSTM,
     WHVILinear,
     gaussian_weight_draws,
     local_reparameterization,
@@ -126,6 +129,7 @@ __all__ = [
     "DeepGP",
     "DotProduct",
     "DropoutLinear",
+    "EmbeddingDropout",
     "FlowSequence",
     "GaussianLikelihood",
     "HalfIntegerMatern",
@@ -161,6 +165,8 @@ __all__ = [
     "SumKernel",
     "VAEModule",
     "Vadam",
+    "VariationalGRU",
+    "VariationalLSTM",
     "WassersteinCritic",
     "WHVILinear",
     "WHVIMLP",

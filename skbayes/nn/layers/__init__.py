@@ -40,6 +40,10 @@ of the pass that :func:`noise_context` sets (:mod:`.noise`):
 
 * :mod:`.conv`: :class:`MeanFieldConv2d`, a factorised Gaussian posterior
   over the kernels of a :class:`torch.nn.Conv2d`.
+* :mod:`.recurrent`: :class:`VariationalLSTM` and :class:`VariationalGRU`,
+  per-sequence dropout masks on inputs and recurrent connections (Gal 2016,
+  section 3.4.2), and :class:`EmbeddingDropout`, word-type dropout of a
+  :class:`torch.nn.Embedding`.
 """
 
 from .conv import MeanFieldConv2d
@@ -49,11 +53,13 @@ from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparamete
 from .mnf import MNFLinear
 from .noise import StochasticLayer, noise_context
 from .pbp import PBPLinear
+from .recurrent import EmbeddingDropout, VariationalGRU, VariationalLSTM
 from .stacked import StackedLinear
 from .whvi import WHVILinear, whvi_dimensions
 
 __all__ = [
     "DropoutLinear",
+    "EmbeddingDropout",
     "ImplicitLinear",
     "MNFLinear",
     "MeanFieldConv2d",
@@ -61,6 +67,8 @@ __all__ = [
     "PBPLinear",
     "StackedLinear",
     "StochasticLayer",
+    "VariationalGRU",
+    "VariationalLSTM",
     "WHVILinear",
     "gaussian_weight_draws",
     "parameters_from_slices",
