@@ -16,7 +16,9 @@ equation cited in their docstrings. The files are laid out by role:
 ``kernels.py``             covariance functions
 ``flows.py``               normalising flows (planar, RealNVP coupling)
 ``init.py``                initialisations of a mean-field posterior
-``layers/``                linear layers, one file per posterior
+``layers/``                linear layers, one file per posterior; drop-in
+                           convolution, LSTM, GRU and embedding layers and
+                           their noise protocol (``noise_context``)
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
@@ -53,14 +55,20 @@ from .kernels import (
 )
 from .layers import (
     DropoutLinear,
+    EmbeddingDropout,
     ImplicitLinear,
+    MeanFieldConv2d,
     MeanFieldLinear,
     MNFLinear,
     PBPLinear,
     StackedLinear,
+    StochasticLayer,
+    VariationalGRU,
+    VariationalLSTM,
     WHVILinear,
     gaussian_weight_draws,
     local_reparameterization,
+    noise_context,
     parameters_from_slices,
     whvi_dimensions,
 )
@@ -121,6 +129,7 @@ __all__ = [
     "DeepGP",
     "DotProduct",
     "DropoutLinear",
+    "EmbeddingDropout",
     "FlowSequence",
     "GaussianLikelihood",
     "HalfIntegerMatern",
@@ -130,6 +139,7 @@ __all__ = [
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
     "MaternKernel",
+    "MeanFieldConv2d",
     "MeanFieldLinear",
     "MNFLinear",
     "MNFMLP",
@@ -151,9 +161,12 @@ __all__ = [
     "StackedLinear",
     "SparseGPPriors",
     "StackedMLP",
+    "StochasticLayer",
     "SumKernel",
     "VAEModule",
     "Vadam",
+    "VariationalGRU",
+    "VariationalLSTM",
     "WassersteinCritic",
     "WHVILinear",
     "WHVIMLP",
@@ -182,6 +195,7 @@ __all__ = [
     "local_reparameterization",
     "make_flow",
     "negative_elbo",
+    "noise_context",
     "parameters_from_slices",
     "perturbed_nll",
     "raw_from_scale_tril",

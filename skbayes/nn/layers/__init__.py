@@ -1,6 +1,6 @@
-"""Linear layers, one module per kind of weight posterior.
+"""Bayesian layers: linear layers, one module per kind of weight posterior, and drop-in torch layers.
 
-The Bayesian layers share one protocol, used by
+The Bayesian linear layers share one protocol, used by
 :class:`~skbayes.nn.networks.BayesianLayerStack`:
 
 ``forward(x, generator=None, sample=True)``
@@ -33,26 +33,46 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   the dimensions of its non-square layers (:func:`whvi_dimensions`).
 * :mod:`.implicit`: :class:`ImplicitLinear`, weights generated slice by slice
   from noise by a small network (Bayes by Hypernet, Bayes by GAN).
+
+Layers that replace torch layers inside any network take no generator in
+``forward(x)``; they derive from :class:`StochasticLayer` and read the noise
+of the pass that :func:`noise_context` sets (:mod:`.noise`):
+
+* :mod:`.conv`: :class:`MeanFieldConv2d`, a factorised Gaussian posterior
+  over the kernels of a :class:`torch.nn.Conv2d`.
+* :mod:`.recurrent`: :class:`VariationalLSTM` and :class:`VariationalGRU`,
+  per-sequence dropout masks on inputs and recurrent connections (Gal 2016,
+  section 3.4.2), and :class:`EmbeddingDropout`, word-type dropout of a
+  :class:`torch.nn.Embedding`.
 """
 
+from .conv import MeanFieldConv2d
 from .dropout import DropoutLinear
 from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 from .mnf import MNFLinear
+from .noise import StochasticLayer, noise_context
 from .pbp import PBPLinear
+from .recurrent import EmbeddingDropout, VariationalGRU, VariationalLSTM
 from .stacked import StackedLinear
 from .whvi import WHVILinear, whvi_dimensions
 
 __all__ = [
     "DropoutLinear",
+    "EmbeddingDropout",
     "ImplicitLinear",
     "MNFLinear",
+    "MeanFieldConv2d",
     "MeanFieldLinear",
     "PBPLinear",
     "StackedLinear",
+    "StochasticLayer",
+    "VariationalGRU",
+    "VariationalLSTM",
     "WHVILinear",
     "gaussian_weight_draws",
     "parameters_from_slices",
     "local_reparameterization",
+    "noise_context",
     "whvi_dimensions",
 ]
