@@ -139,8 +139,8 @@ class MCDropout(InferenceMethod):
         :class:`~skbayes.BayesianNeuralNetClassifier`) gets dropout, besides
         its own ``torch.nn.Dropout`` layers (always kept on at prediction):
         ``"all"`` before every dense layer, after every convolution (before
-        pooling: the Bayesian CNN, [Gal2016]_ section 3.2.7), and in LSTM,
-        GRU and embedding layers, tied across time steps (section 3.2.8);
+        pooling: the Bayesian CNN, [Gal2016]_ section 3.4.1), and in LSTM,
+        GRU and embedding layers, tied across time steps (section 3.4.2);
         ``"dense"`` before the dense layers only; ``"existing"`` nowhere
         else (see :func:`skbayes.nn.networks.module.to_mc_dropout`). The
         MLPs always drop the inputs of every layer.

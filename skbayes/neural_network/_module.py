@@ -160,7 +160,7 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     layers: convolutional, recurrent, anything. The inference method turns
     it Bayesian: ``MCDropout`` (any module; dropout after convolutions and
     tied across time steps in recurrent layers, Gal 2016, sections
-    3.2.7-3.2.8), ``MeanFieldVI`` (Linear and Conv2d layers, local
+    3.4.1-3.4.2), ``MeanFieldVI`` (Linear and Conv2d layers, local
     reparameterisation), ``DeepEnsemble`` and ``SGHMC`` (any module without
     buffers).
 

@@ -106,7 +106,7 @@ class MCDropoutLayer(StochasticLayer):
     approximation of standard dropout (the masks are inverted, kept units
     scaled by 1/(1-p)). After a convolution the mask is element-wise over
     channels and positions: a separate Bernoulli variable for every
-    kernel-patch pair, the Bayesian CNN of Gal 2016, section 3.2.7. The
+    kernel-patch pair, the Bayesian CNN of Gal 2016, section 3.4.1. The
     layer has no parameters; the KL condition is a weight decay on the
     layers it feeds (:class:`~skbayes.nn.networks.BayesianModuleNetwork`).
 

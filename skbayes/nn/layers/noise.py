@@ -20,7 +20,7 @@ one pass with :func:`noise_context`:
     runs one pass per draw, each with its own generator.
 ``"mean"``
     No noise: the mean weights, or for dropout the weight-scaling
-    approximation of standard dropout (Gal 2016, section 3.2.7).
+    approximation of standard dropout (Gal 2016, section 3.4.1).
 
 The mode and generator are plain attributes, reset to ``"mean"`` and None
 after each pass, so a fitted network pickles (a :class:`torch.Generator`

@@ -6,8 +6,8 @@ it Bayesian where that is well defined:
 * :func:`to_mc_dropout` keeps the module's :class:`torch.nn.Dropout` layers
   on at prediction and, depending on ``placement``, adds dropout before every
   dense layer and after every convolution (the Bayesian CNN of Gal 2016,
-  section 3.2.7) and swaps LSTM/GRU layers and embeddings for their
-  variational forms (section 3.2.8);
+  section 3.4.1) and swaps LSTM/GRU layers and embeddings for their
+  variational forms (section 3.4.2);
 * :func:`to_mean_field` swaps every :class:`torch.nn.Linear` and
   :class:`torch.nn.Conv2d` for a factorised-Gaussian layer (Bayes by
   Backprop with local reparameterisation, Kingma et al. 2015);
@@ -235,10 +235,10 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     prediction). ``placement="dense"`` adds dropout on the input of every
     :class:`torch.nn.Linear` (dropout before the fully connected layers, the
     usual practice); ``"all"`` also adds it after every convolution, before
-    pooling (the Bayesian CNN, Gal 2016, section 3.2.7), and swaps
+    pooling (the Bayesian CNN, Gal 2016, section 3.4.1), and swaps
     :class:`torch.nn.LSTM`, :class:`torch.nn.GRU` and
     :class:`torch.nn.Embedding` for their variational forms, one mask per
-    sequence tied across time steps (section 3.2.8); ``"existing"`` adds
+    sequence tied across time steps (section 3.4.2); ``"existing"`` adds
     nothing. The KL condition becomes a weight decay
     (:meth:`BayesianModuleNetwork.kl`).
 
@@ -453,7 +453,8 @@ class StackedModuleNetwork(nn.Module):
     The members share the module's structure (built once on the ``"meta"``
     device) and have their own parameters, stacked along a first axis of
     size M and evaluated together with :func:`torch.func.vmap` over
-    :func:`torch.func.functional_call`. The members are deterministic:
+    :func:`torch.func.functional_call` (one member after the other for
+    layers that have no batching rule, such as :class:`torch.nn.LSTM`). The members are deterministic:
     the module runs in evaluation mode (dropout off). Implements the
     finite-member protocol of :class:`~skbayes.nn.StackedMLP`, with the
     N(0, prior_scale^2) prior on every parameter.
@@ -519,9 +520,21 @@ class StackedModuleNetwork(nn.Module):
         index = torch.randint(self.n_members, (n_samples,), generator=generator, device="cpu")
         return self.member_parameters(index.to(self.stacked[0].device))
 
+    def _over_members(self, tensors, x, shared_x):
+        """``_call`` for each member (vmapped; a loop for layers without a batching rule, e.g. ``nn.LSTM``)."""
+        if not getattr(self, "_loop_members", False):
+            try:
+                return torch.func.vmap(self._call, in_dims=(0, None if shared_x else 0))(tensors, x)
+            except RuntimeError as error:
+                if "atching rule" not in str(error):
+                    raise
+                self._loop_members = True
+        n = tensors[0].shape[0]
+        return torch.stack([self._call([t[m] for t in tensors], x if shared_x else x[m]) for m in range(n)])
+
     def forward_with(self, x, parameters):
         """The members given by ``parameters`` at x (n, n_features) -> (S, n, n_outputs)."""
-        return torch.func.vmap(self._call, in_dims=(0, None))(list(parameters), x)
+        return self._over_members(list(parameters), x, shared_x=True)
 
     def forward(self, x, generator=None, sample=True):
         """Every member at its own rows.
@@ -537,7 +550,7 @@ class StackedModuleNetwork(nn.Module):
         """
         if x.dim() == 2:
             return self.forward_with(x, self.member_parameters())
-        return torch.func.vmap(self._call)(list(self.stacked), x)
+        return self._over_members(list(self.stacked), x, shared_x=False)
 
     def prediction_row_size(self, parameters):
         """Values held per row by :meth:`forward_with` (sizes the prediction blocks)."""
