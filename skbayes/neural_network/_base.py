@@ -243,10 +243,16 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
             )
         return method
 
+    def _architecture(self):
+        """The :class:`ModelSettings` fields that describe the network."""
+        return {
+            "hidden_layer_sizes": tuple(hidden_layer_sizes(self.hidden_layer_sizes, "a Bayesian linear model")),
+            "activation": self.activation,
+        }
+
     def _settings(self):
         return ModelSettings(
-            hidden_layer_sizes=tuple(hidden_layer_sizes(self.hidden_layer_sizes, "a Bayesian linear model")),
-            activation=self.activation,
+            **self._architecture(),
             prior_scale=float(self.prior_scale),
             learning_rate_init=float(self.learning_rate_init),
             betas=(self.beta_1, self.beta_2),

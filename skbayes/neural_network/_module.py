@@ -1,17 +1,13 @@
 """Bayesian estimators around any torch module: BayesianNeuralNetRegressor and BayesianNeuralNetClassifier."""
 
 import math
-from numbers import Integral
 
 import numpy as np
-from sklearn.base import is_classifier
 from sklearn.utils.metaestimators import available_if
 from torch import nn
 
-from .._param_validation import Interval
-from ..inference import ModelSettings
 from ..nn.networks.module import build_module, factory_accepts
-from ._base import BaseBayesianMLP, method_streams
+from ._base import method_streams
 from ._classifier import BayesianMLPClassifier
 from ._regressor import BayesianMLPRegressor
 
@@ -104,11 +100,11 @@ class NeuralNetModuleMixin:
     def _validate_X_predict(self, X):
         return super()._validate_X_predict(self._as_rows(X, reset=False))
 
-    def _settings(self):
+    def _architecture(self):
         input_shape = self._resolved_input_shape()
         self.input_shape_ = input_shape
-        factory, kwargs = self.module, self._module_kwargs()
-        kwargs = {key.removeprefix("module__"): value for key, value in kwargs.items()}
+        factory = self.module
+        kwargs = {key.removeprefix("module__"): value for key, value in self._module_kwargs().items()}
 
         def build(seed, n_features, n_outputs, device, dtype):
             given = dict(kwargs)
@@ -120,23 +116,40 @@ class NeuralNetModuleMixin:
                 return build_module(_default_module, {**data, **given}, seed=seed, device=device, dtype=dtype)
             return build_module(factory, given, seed=seed, device=device, dtype=dtype)
 
-        return ModelSettings(
-            hidden_layer_sizes=(),
-            activation="relu",
-            prior_scale=float(self.prior_scale),
-            learning_rate_init=float(self.learning_rate_init),
-            betas=(self.beta_1, self.beta_2),
-            learn_noise=self._learn_noise(),
-            batch_size=self.batch_size,
-            classification=is_classifier(self),
-            module=build,
-            input_shape=input_shape,
-        )
+        # the MLP fields are unused: the method builds the network from the module
+        return {"hidden_layer_sizes": (), "activation": "relu", "module": build, "input_shape": input_shape}
+
+    def fit(self, X, y):
+        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
+
+        Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
+        does not hold the features, or layers the inference method cannot
+        make Bayesian (the message names them); otherwise as
+        ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
+        """
+        X = self._as_rows(X, reset=True)
+        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
+        return super().fit(X, y)
 
     def _check_input_shape(self, n_features):
         shape = self._resolved_input_shape()
         if shape is not None and math.prod(shape) != n_features:
             raise ValueError(f"input_shape {shape} holds {math.prod(shape)} values, but X has {n_features} features.")
+
+
+def store_init_arguments(estimator, arguments):
+    """Set every argument of an ``__init__`` (its ``locals()``) as an attribute, the module__ ones included.
+
+    scikit-learn reads the parameters back from the attributes named like
+    the arguments of ``__init__``; the estimators taking a module have many
+    and repeat none of them by hand.
+    """
+    arguments = dict(arguments)
+    module_kwargs = arguments.pop("module_kwargs")
+    for name, value in arguments.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+    estimator._set_module_kwargs(module_kwargs)
 
 
 def _default_module(n_features, n_outputs, input_shape=None):
@@ -263,47 +276,8 @@ random_state, verbose, device, dtype
         dtype=None,
         **module_kwargs,
     ):
-        BaseBayesianMLP.__init__(
-            self,
-            None,
-            inference=inference,
-            activation=None,
-            prior_scale=prior_scale,
-            batch_size=batch_size,
-            learning_rate_init=learning_rate_init,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            max_iter=max_iter,
-            n_mc_predict=n_mc_predict,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            tol=tol,
-            warm_start=warm_start,
-            callbacks=callbacks,
-            random_state=random_state,
-            verbose=verbose,
-            device=device,
-            dtype=dtype,
-        )
-        del self.hidden_layer_sizes, self.activation
-        self.noise_std = noise_std
-        self.normalize_y = normalize_y
-        self.module = module
-        self.input_shape = input_shape
-        self._set_module_kwargs(module_kwargs)
+        store_init_arguments(self, locals())
 
-    def fit(self, X, y):
-        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
-
-        Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
-        does not hold the features, or layers the inference method cannot
-        make Bayesian (the message names them); otherwise as
-        ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
-        """
-        X = self._as_rows(X, reset=True)
-        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
-        return super().fit(X, y)
 
     @available_if(method_streams)
     def partial_fit(self, X, y):
@@ -410,45 +384,8 @@ verbose, device, dtype
         dtype=None,
         **module_kwargs,
     ):
-        BaseBayesianMLP.__init__(
-            self,
-            None,
-            inference=inference,
-            activation=None,
-            prior_scale=prior_scale,
-            batch_size=batch_size,
-            learning_rate_init=learning_rate_init,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            max_iter=max_iter,
-            n_mc_predict=n_mc_predict,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            tol=tol,
-            warm_start=warm_start,
-            callbacks=callbacks,
-            random_state=random_state,
-            verbose=verbose,
-            device=device,
-            dtype=dtype,
-        )
-        del self.hidden_layer_sizes, self.activation
-        self.module = module
-        self.input_shape = input_shape
-        self._set_module_kwargs(module_kwargs)
+        store_init_arguments(self, locals())
 
-    def fit(self, X, y):
-        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
-
-        Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
-        does not hold the features, or layers the inference method cannot
-        make Bayesian (the message names them); otherwise as
-        ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
-        """
-        X = self._as_rows(X, reset=True)
-        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
-        return super().fit(X, y)
 
     @available_if(method_streams)
     def partial_fit(self, X, y, classes=None):
