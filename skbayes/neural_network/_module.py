@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils.metaestimators import available_if
 from torch import nn
 
+from .._docstrings import fill_doc
 from ..nn.networks.module import build_module, factory_accepts
 from ._base import method_streams
 from ._classifier import BayesianMLPClassifier
@@ -164,6 +165,7 @@ _MODULE_CONSTRAINTS = {
 }
 
 
+@fill_doc(module=_MODULE_DOC)
 class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     """Bayesian neural network regressor around any torch module.
 
@@ -179,28 +181,7 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
 
     Parameters
     ----------
-    module : torch.nn.Module class, callable or instance, default=None
-        The network, built from plain torch layers: ``module(**module__kwargs)``
-        must return a :class:`torch.nn.Module` mapping inputs of shape
-        ``(B, *input_shape)`` (or ``(B, n_features)``) to ``(B, n_outputs)``
-        (the number of targets, or of classes: the logits). A factory that takes
-        ``n_features``, ``n_outputs`` or ``input_shape`` and is not given them
-        receives the data's values. An instance is copied (and re-initialised
-        by its layers' ``reset_parameters`` for each ensemble member). None: one
-        hidden layer of 50 ReLU units. The inference method makes it Bayesian:
-        ``MCDropout`` keeps its dropout on and adds more (``placement``),
-        ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
-        ``DeepEnsemble`` trains copies of it; a method that cannot handle a
-        layer says so in ``fit``.
-    module__<name> : any
-        Keyword arguments of ``module`` (skorch's convention), tunable by
-        ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
-    input_shape : tuple of int, default=None
-        Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
-        reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
-        also be 3-D or 4-D (``(n_samples, *input_shape)``), and is then
-        flattened to rows and its trailing shape used; 2-D rows are fed as
-        they are.
+    %(module)s
     inference : str or InferenceMethod, default="mfvi"
         ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
         ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
@@ -286,6 +267,7 @@ random_state, verbose, device, dtype
         return super().partial_fit(self._as_rows(X, reset=first), y)
 
 
+@fill_doc(module=_MODULE_DOC)
 class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
     """Bayesian neural network classifier around any torch module.
 
@@ -298,28 +280,7 @@ class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
 
     Parameters
     ----------
-    module : torch.nn.Module class, callable or instance, default=None
-        The network, built from plain torch layers: ``module(**module__kwargs)``
-        must return a :class:`torch.nn.Module` mapping inputs of shape
-        ``(B, *input_shape)`` (or ``(B, n_features)``) to ``(B, n_outputs)``
-        (the number of targets, or of classes: the logits). A factory that takes
-        ``n_features``, ``n_outputs`` or ``input_shape`` and is not given them
-        receives the data's values. An instance is copied (and re-initialised
-        by its layers' ``reset_parameters`` for each ensemble member). None: one
-        hidden layer of 50 ReLU units. The inference method makes it Bayesian:
-        ``MCDropout`` keeps its dropout on and adds more (``placement``),
-        ``MeanFieldVI`` swaps its Linear and Conv2d layers for mean-field ones,
-        ``DeepEnsemble`` trains copies of it; a method that cannot handle a
-        layer says so in ``fit``.
-    module__<name> : any
-        Keyword arguments of ``module`` (skorch's convention), tunable by
-        ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
-    input_shape : tuple of int, default=None
-        Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
-        reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
-        also be 3-D or 4-D (``(n_samples, *input_shape)``), and is then
-        flattened to rows and its trailing shape used; 2-D rows are fed as
-        they are.
+    %(module)s
     inference : str or InferenceMethod, default="mfvi"
         ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
         ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
