@@ -235,11 +235,16 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     prediction). ``placement="dense"`` adds dropout on the input of every
     :class:`torch.nn.Linear` (dropout before the fully connected layers, the
     usual practice); ``"all"`` also adds it after every convolution, before
-    pooling (the Bayesian CNN, Gal 2016, section 3.4.1), and swaps
+    pooling (the Bayesian CNN, Gal 2016, section 3.4.1; a dense layer whose
+    input is already dropped, e.g. the first one after the last
+    convolution, gets no second mask: conv-drop-pool-conv-drop-pool-dense-
+    drop-dense, Gal's "lenet-all"), and swaps
     :class:`torch.nn.LSTM`, :class:`torch.nn.GRU` and
     :class:`torch.nn.Embedding` for their variational forms, one mask per
     sequence tied across time steps (section 3.4.2); ``"existing"`` adds
-    nothing. The KL condition becomes a weight decay
+    nothing. The layers are visited in definition order (the order of a
+    :class:`torch.nn.Sequential`), taken for the order in which they run.
+    The KL condition becomes a weight decay
     (:meth:`BayesianModuleNetwork.kl`).
 
     Parameters
@@ -258,9 +263,10 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     module : torch.nn.Module
         The converted module.
     dropped_inputs : set of str
-        Names of the parameters (in the returned module) whose layer's input
-        is dropped: their weight decay carries the 1/(1-p) of the
-        inverted-dropout KL condition.
+        Names of the weights (in the returned module) of the layers whose
+        input is dropped (also through activations and pooling): their
+        weight decay carries the 1/(1-p) of the inverted-dropout KL
+        condition.
 
     Raises
     ------
@@ -284,16 +290,29 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
                 m, dropout_rate=dropout_rate, prior_scale=prior_scale
             )
 
+    # Walking the layers in definition order (the order of a Sequential):
+    # whether the output of the last layer is already dropped, so that a
+    # dense layer after a dropped convolution gets no second mask.
+    pending = False
+
     def replace(child):
+        nonlocal pending
         if type(child) is nn.Dropout:
+            pending = True
             return MCDropoutLayer(dropout_rate)
         if isinstance(child, nn.modules.dropout._DropoutNd):
             raise ValueError(
                 f"MC dropout handles torch.nn.Dropout only; the module has {type(child).__name__}."
             )
-        if type(child) is nn.Linear and placement in ("all", "dense"):
+        if isinstance(child, MCDropoutLayer):
+            pending = True
+            return child
+        if type(child) is nn.Linear and placement in ("all", "dense") and not pending:
             return nn.Sequential(MCDropoutLayer(dropout_rate), child)
+        if _own_parameters(child) or isinstance(child, StochasticLayer):
+            pending = False
         if type(child) in convs and placement == "all":
+            pending = True
             return nn.Sequential(child, MCDropoutLayer(dropout_rate))
         if type(child) in recurrent_layers:
             return recurrent_layers[type(child)](child)
@@ -301,13 +320,24 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
 
     wrapper = nn.Sequential(module)
     _replace_children(wrapper, replace)
-    module = wrapper[0]
-    dropped = set()
+    return wrapper[0], _dropped_input_weights(wrapper[0])
+
+
+def _dropped_input_weights(module):
+    """Names of the weights of the layers whose input a dropout layer drops (in definition order).
+
+    A dropout layer's mask reaches the next layer with parameters through
+    any parameter-free layers (activations, pooling, reshapes).
+    """
+    dropped, pending = set(), False
     for name, sub in module.named_modules():
-        if isinstance(sub, nn.Sequential) and len(sub) == 2 and isinstance(sub[0], MCDropoutLayer):
-            if type(sub[1]) is nn.Linear:
-                dropped.add(f"{name}.1.weight".lstrip("."))
-    return module, dropped
+        if isinstance(sub, MCDropoutLayer):
+            pending = True
+        elif _own_parameters(sub) or isinstance(sub, StochasticLayer):
+            if pending and not isinstance(sub, StochasticLayer) and "weight" in sub._parameters:
+                dropped.add(f"{name}.weight")
+            pending = False
+    return dropped
 
 
 def _rows_to_inputs(x, input_shape):
