@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import sklearn
 import torch
+from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 import skbayes
@@ -27,6 +28,7 @@ from skbayes.datasets import get_uci_split
 from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_commit():
@@ -167,6 +169,41 @@ def print_written(json_path, md_path):
         print()
         print(md_path.read_text())
     print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
+
+
+def mnist_data_home(path=None):
+    """``path``, else $SKBAYES_DATA_HOME, else ../shared/data beside the checkout (or a folder above it)."""
+    if path or os.environ.get("SKBAYES_DATA_HOME"):
+        return Path(path or os.environ["SKBAYES_DATA_HOME"])
+    for parent in ROOT.parents:
+        if (parent / "shared" / "data" / "mnist").is_dir():
+            return parent / "shared" / "data"
+    raise FileNotFoundError("MNIST files not found: pass --data-home or set SKBAYES_DATA_HOME")
+
+
+def load_mnist(home):
+    """The fixed stratified 4,000/1,000 split of the 5k labeled images and the 10k unlabeled ones.
+
+    Returns ``X_train, X_test, y_train, y_test, X_unlabeled``; images as
+    float32 rows of 784 pixels in [0, 1] (``X_test`` etc. keep the row order
+    of the split: ``train_test_split(test_size=1000, stratify=labels,
+    random_state=0)``).
+    """
+    labeled = np.load(Path(home) / "mnist" / "mnist_5k_labeled.npz")
+    images = labeled["images"].reshape(len(labeled["images"]), -1).astype(np.float32) / 255.0
+    X_train, X_test, y_train, y_test = train_test_split(
+        images, labeled["labels"], test_size=1000, stratify=labeled["labels"], random_state=0)
+    unlabeled = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
+    return X_train, X_test, y_train, y_test, unlabeled.reshape(len(unlabeled), -1).astype(np.float32) / 255.0
+
+
+def rotated(X, angle):
+    """The 784-pixel rows of X rotated by ``angle`` degrees about the image centre (bilinear, same frame)."""
+    from scipy.ndimage import rotate
+
+    images = X.reshape(-1, 28, 28)
+    out = rotate(images, angle, axes=(2, 1), reshape=False, order=1, mode="constant", cval=0.0)
+    return np.clip(out, 0.0, 1.0).reshape(len(X), -1).astype(X.dtype)
 
 
 def uci_splits(datasets, n_splits, data_home, skipped):

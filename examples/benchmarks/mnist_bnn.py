@@ -59,62 +59,26 @@ Outputs ``examples/benchmarks/results/mnist_bnn_<tag>.{json,md}`` (tag
 """
 
 import json
-import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.ndimage import rotate
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss
-from sklearn.model_selection import train_test_split
 
 from skbayes import BayesianMLPClassifier
 from skbayes.metrics import expected_calibration_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    bnn_methods, environment, limit_threads, output_paths, print_written, registry_parser, run_saving,
-    select_methods, write_atomic,
+    bnn_methods, environment, limit_threads, load_mnist, mnist_data_home, output_paths, print_written, registry_parser,
+    rotated, run_saving, select_methods, write_atomic,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 ANGLES = list(range(0, 181, 15))
 TABLE_ANGLES = (0, 45, 90, 135, 180)
-
-
-def data_home(path=None):
-    """``path``, else $SKBAYES_DATA_HOME, else ../shared/data beside the checkout (or a folder above it)."""
-    if path or os.environ.get("SKBAYES_DATA_HOME"):
-        return Path(path or os.environ["SKBAYES_DATA_HOME"])
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data" / "mnist").is_dir():
-            return parent / "shared" / "data"
-    raise FileNotFoundError("MNIST files not found: pass --data-home or set SKBAYES_DATA_HOME")
-
-
-def load_mnist(home):
-    """The fixed stratified 4,000/1,000 split of the 5k labeled images and the 10k unlabeled ones.
-
-    Returns ``X_train, X_test, y_train, y_test, X_unlabeled``; images as
-    float32 rows of 784 pixels in [0, 1] (``X_test`` etc. keep the row order
-    of the split).
-    """
-    labeled = np.load(Path(home) / "mnist" / "mnist_5k_labeled.npz")
-    images = labeled["images"].reshape(len(labeled["images"]), -1).astype(np.float32) / 255.0
-    X_train, X_test, y_train, y_test = train_test_split(
-        images, labeled["labels"], test_size=1000, stratify=labeled["labels"], random_state=0)
-    unlabeled = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
-    return X_train, X_test, y_train, y_test, unlabeled.reshape(len(unlabeled), -1).astype(np.float32) / 255.0
-
-
-def rotated(X, angle):
-    """The 784-pixel rows of X rotated by ``angle`` degrees about the image centre (bilinear, same frame)."""
-    images = X.reshape(-1, 28, 28)
-    out = rotate(images, angle, axes=(2, 1), reshape=False, order=1, mode="constant", cval=0.0)
-    return np.clip(out, 0.0, 1.0).reshape(len(X), -1).astype(X.dtype)
 
 
 def evaluate(model, X_test, y_test, X_unlabeled):
@@ -211,7 +175,7 @@ def main(argv=None):
         return 0
     limit_threads(args.threads)
     methods = select_methods(bnn_methods(args.max_iter, task="classification", quick=args.quick), args.methods)
-    X_train, X_test, y_train, y_test, X_unlabeled = load_mnist(data_home(args.data_home))
+    X_train, X_test, y_train, y_test, X_unlabeled = load_mnist(mnist_data_home(args.data_home))
     X_unlabeled = X_unlabeled[: args.n_unlabeled]
     json_path, md_path = output_paths(args, "mnist_bnn")
     report = {
