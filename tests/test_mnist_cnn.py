@@ -39,8 +39,9 @@ def test_lenet_follows_table_5_1():
 
 
 @pytest.mark.parametrize("placement, expected", [
+    # Gal's lenet-all: the first dense layer's input is already dropped after the last convolution
     ("all", ["Conv2d", "drop", "ReLU", "MaxPool2d", "Conv2d", "drop", "ReLU", "MaxPool2d", "Flatten",
-             "drop", "Linear", "ReLU", "drop", "Linear"]),
+             "Linear", "ReLU", "drop", "Linear"]),
     ("dense", ["Conv2d", "ReLU", "MaxPool2d", "Conv2d", "ReLU", "MaxPool2d", "Flatten",
                "drop", "Linear", "ReLU", "drop", "Linear"]),
 ])
@@ -69,7 +70,7 @@ def test_mean_pass_is_the_network_without_dropout():
     # the converted module's names carry the wrappers' ".0"/".1": map them onto the plain LeNet's
     renamed = {"features.0.weight": "features.0.0.weight", "features.0.bias": "features.0.0.bias",
                "features.3.weight": "features.3.0.weight", "features.3.bias": "features.3.0.bias",
-               "classifier.0.weight": "classifier.0.1.weight", "classifier.0.bias": "classifier.0.1.bias",
+               "classifier.0.weight": "classifier.0.weight", "classifier.0.bias": "classifier.0.bias",
                "classifier.2.weight": "classifier.2.1.weight", "classifier.2.bias": "classifier.2.1.bias"}
     plain.load_state_dict({name: fitted[source] for name, source in renamed.items()})
     with torch.no_grad():
