@@ -54,6 +54,7 @@ from .kernels import (
 from .layers import (
     DropoutLinear,
     ImplicitLinear,
+    MCDropoutLayer,
     MeanFieldLinear,
     MNFLinear,
     PBPLinear,
@@ -129,6 +130,7 @@ __all__ = [
     "KeptStates",
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
+    "MCDropoutLayer",
     "MaternKernel",
     "MeanFieldLinear",
     "MNFLinear",

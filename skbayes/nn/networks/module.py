@@ -152,9 +152,10 @@ class _MeanFieldLinearLayer(StochasticLayer):
     def from_module(cls, linear, *, prior_scale=1.0, posterior_init_scale=1e-3):
         """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned)."""
         factory = {"device": linear.weight.device, "dtype": linear.weight.dtype}
+        # the layer's random initial means are overwritten; its own generator leaves the global one alone
         layer = MeanFieldLinear(
             linear.in_features, linear.out_features, prior_scale=prior_scale,
-            posterior_init_scale=posterior_init_scale, **factory,
+            posterior_init_scale=posterior_init_scale, generator=torch.Generator(), **factory,
         )
         with torch.no_grad():
             layer.mu[:-1].copy_(linear.weight.T)
@@ -219,7 +220,7 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
         module = replace(module)
     else:
         _replace_children(module, replace)
-    _unsupported(module, "torch.nn.Linear and torch.nn.Conv2d", "MeanFieldVI")
+    _unsupported(module, " and ".join(f"torch.nn.{cls.__name__}" for cls in conversions), "MeanFieldVI")
     return module
 
 
@@ -234,7 +235,9 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     :class:`~skbayes.nn.MCDropoutLayer` with ``dropout_rate`` (kept on at
     prediction). ``placement="dense"`` adds dropout on the input of every
     :class:`torch.nn.Linear` (dropout before the fully connected layers, the
-    usual practice); ``"all"`` also adds it after every convolution, before
+    usual practice) that a :class:`torch.nn.Dropout` does not directly
+    precede in a :class:`torch.nn.Sequential` already (one dropout, not
+    two, in front of a layer); ``"all"`` also adds it after every convolution, before
     pooling (the Bayesian CNN, Gal 2016, section 3.2.7), and swaps
     :class:`torch.nn.LSTM`, :class:`torch.nn.GRU` and
     :class:`torch.nn.Embedding` for their variational forms, one mask per
@@ -258,9 +261,10 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     module : torch.nn.Module
         The converted module.
     dropped_inputs : set of str
-        Names of the parameters (in the returned module) whose layer's input
-        is dropped: their weight decay carries the 1/(1-p) of the
-        inverted-dropout KL condition.
+        Names of the weights (in the returned module) of the Linear layers
+        whose input is dropped, i.e. that directly follow a dropout layer in
+        a :class:`torch.nn.Sequential`: their weight decay carries the
+        1/(1-p) of the inverted-dropout KL condition.
 
     Raises
     ------
@@ -284,6 +288,10 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
                 m, dropout_rate=dropout_rate, prior_scale=prior_scale
             )
 
+    wrapper = nn.Sequential(module)
+    # Linear layers whose input the module already drops: no second dropout in front of them
+    already_dropped = {id(b) for a, (_, b) in _consecutive_layers(wrapper) if type(a) is nn.Dropout}
+
     def replace(child):
         if type(child) is nn.Dropout:
             return MCDropoutLayer(dropout_rate)
@@ -291,7 +299,7 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
             raise ValueError(
                 f"MC dropout handles torch.nn.Dropout only; the module has {type(child).__name__}."
             )
-        if type(child) is nn.Linear and placement in ("all", "dense"):
+        if type(child) is nn.Linear and placement in ("all", "dense") and id(child) not in already_dropped:
             return nn.Sequential(MCDropoutLayer(dropout_rate), child)
         if type(child) in convs and placement == "all":
             return nn.Sequential(child, MCDropoutLayer(dropout_rate))
@@ -299,15 +307,24 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
             return recurrent_layers[type(child)](child)
         return None
 
-    wrapper = nn.Sequential(module)
     _replace_children(wrapper, replace)
     module = wrapper[0]
-    dropped = set()
-    for name, sub in module.named_modules():
-        if isinstance(sub, nn.Sequential) and len(sub) == 2 and isinstance(sub[0], MCDropoutLayer):
-            if type(sub[1]) is nn.Linear:
-                dropped.add(f"{name}.1.weight".lstrip("."))
+    dropped = {
+        f"{name}.weight"
+        for a, (name, b) in _consecutive_layers(module)
+        if isinstance(a, MCDropoutLayer) and type(b) is nn.Linear
+    }
     return module, dropped
+
+
+def _consecutive_layers(module):
+    """Consecutive layers (a, (name of b, b)) of every :class:`torch.nn.Sequential` in ``module``."""
+    pairs = []
+    for prefix, sub in module.named_modules():
+        if isinstance(sub, nn.Sequential):
+            children = [(f"{prefix}.{name}".lstrip("."), child) for name, child in sub.named_children()]
+            pairs += [(a, b) for (_, a), b in zip(children, children[1:])]
+    return pairs
 
 
 def _rows_to_inputs(x, input_shape):
