@@ -13,6 +13,8 @@ from skbayes.inference import MNF, PBP, SGHMC, BayesByGAN, BayesByHypernet, Deep
 INIT_PARAMS = {
     "BayesianMLPClassifier": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
     "BayesianMLPRegressor": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
+    "BayesianNeuralNetClassifier": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
+    "BayesianNeuralNetRegressor": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
     "DeepGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
     "SparseGPClassifier": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
     "SparseGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "random_state": 0},
@@ -66,8 +68,17 @@ def _public_estimators():
     )
 
 
+def _module_methods():
+    """The inference methods that take a torch module (the others refuse one)."""
+    return [MeanFieldVI(), MCDropout(), DeepEnsemble(n_estimators=3)]
+
+
 def _instances():
     for cls in _public_estimators():
+        if cls.__name__.startswith("BayesianNeuralNet"):
+            for method in _module_methods():
+                yield cls(**INIT_PARAMS[cls.__name__], inference=method)
+            continue
         if not cls.__name__.startswith("BayesianMLP"):
             yield cls(**INIT_PARAMS.get(cls.__name__, {}))
             continue

@@ -90,6 +90,7 @@ BAD_PARAMETERS = [
     (MeanFieldVI, "posterior_init_scale", 0.0),
     (MeanFieldVI, "init", "bogus"),
     (MCDropout, "dropout_rate", 1.0),
+    (MCDropout, "placement", "everywhere"),
     (Vadam, "n_mc_train", 0),
     (SGHMC, "burn_in", -1),
     (SGHMC, "friction", 1.5),

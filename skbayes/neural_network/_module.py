@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from .._docstrings import fill_doc
 from ..nn.networks.module import build_module, factory_accepts
-from ._base import method_streams
+from ._base import method_streams, mlp_doc
 from ._classifier import BayesianMLPClassifier
 from ._regressor import BayesianMLPRegressor
 
@@ -34,6 +34,8 @@ module : torch.nn.Module class, callable or instance, default=None
 module__<name> : any
     Keyword arguments of ``module`` (skorch's convention), tunable by
     ``GridSearchCV`` like any parameter (``{"module__n_filters": [8, 16]}``).
+    Another unknown keyword argument is stored too and raises TypeError
+    in ``fit`` (scikit-learn validates in ``fit``, not in ``__init__``).
 input_shape : tuple of int, default=None
     Shape of one input: the rows of a 2-D X (scikit-learn's contract) are
     reshaped to it, e.g. ``(1, 28, 28)`` for flattened images. None: X may
@@ -53,23 +55,33 @@ class NeuralNetModuleMixin:
     """
 
     def _set_module_kwargs(self, kwargs):
+        """Store the extra keyword arguments as parameters (checked in ``fit``, scikit-learn's convention)."""
         for key, value in kwargs.items():
-            if not key.startswith("module__") or key == "module__":
-                raise TypeError(
-                    f"{type(self).__name__}.__init__() got an unexpected keyword argument {key!r} "
-                    "(keyword arguments of the module start with 'module__')."
-                )
+            if hasattr(type(self), key):
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {key!r}.")
             setattr(self, key, value)
+        self._extra_keys = tuple(dict.fromkeys((*getattr(self, "_extra_keys", ()), *kwargs)))
+
+    def _check_module_kwargs(self):
+        """Raise TypeError for an extra keyword argument that is not a ``module__`` one."""
+        bad = [key for key in self._extra_keys if not key.startswith("module__") or key == "module__"]
+        if bad:
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got unexpected keyword arguments {bad} "
+                "(keyword arguments of the module start with 'module__')."
+            )
 
     def _module_kwargs(self):
-        return {key: value for key, value in vars(self).items() if key.startswith("module__")}
+        return {key: getattr(self, key) for key in getattr(self, "_extra_keys", ())}
 
     def get_params(self, deep=True):
         return {**super().get_params(deep=deep), **self._module_kwargs()}
 
     def set_params(self, **params):
-        module_kwargs = {key: params.pop(key) for key in list(params) if key.startswith("module__")}
-        self._set_module_kwargs(module_kwargs)
+        extra = {
+            key: params.pop(key) for key in list(params) if key.startswith("module__") or key in self._extra_keys
+        }
+        self._set_module_kwargs(extra)
         return super().set_params(**params)
 
     # ------------------------------------------------------------------ inputs
@@ -89,8 +101,9 @@ class NeuralNetModuleMixin:
             if self.input_shape is not None and tuple(self.input_shape) != shape:
                 raise ValueError(f"X has inputs of shape {shape}, but input_shape is {tuple(self.input_shape)}.")
             self._nd_shape = shape
-        elif tuple(self.input_shape_ or ()) != shape:
-            raise ValueError(f"X has inputs of shape {shape}, but the model was fitted on {self.input_shape_}.")
+        elif tuple(self.input_shape_ or (self.n_features_in_,)) != shape:
+            fitted = self.input_shape_ or (self.n_features_in_,)
+            raise ValueError(f"X has inputs of shape {shape}, but the model was fitted on inputs of shape {fitted}.")
         return X.reshape(len(X), -1)
 
     def _resolved_input_shape(self):
@@ -99,9 +112,12 @@ class NeuralNetModuleMixin:
         return getattr(self, "_nd_shape", None)
 
     def _validate_X_predict(self, X):
+        check_is_fitted(self)
         return super()._validate_X_predict(self._as_rows(X, reset=False))
 
     def _architecture(self):
+        # after the validation of X: n_features_in_ is the width of its rows
+        self._check_input_shape(self.n_features_in_)
         input_shape = self._resolved_input_shape()
         self.input_shape_ = input_shape
         factory = self.module
@@ -125,12 +141,12 @@ class NeuralNetModuleMixin:
 
         Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
         does not hold the features, or layers the inference method cannot
-        make Bayesian (the message names them); otherwise as
+        make Bayesian (the message names them); TypeError on a keyword
+        argument that is not a ``module__`` one; otherwise as
         ``BayesianMLPRegressor.fit`` / ``BayesianMLPClassifier.fit``.
         """
-        X = self._as_rows(X, reset=True)
-        self._check_input_shape(np.shape(X)[1] if np.ndim(X) == 2 else 0)
-        return super().fit(X, y)
+        self._check_module_kwargs()
+        return super().fit(self._as_rows(X, reset=True), y)
 
     def _check_input_shape(self, n_features):
         shape = self._resolved_input_shape()
@@ -165,7 +181,7 @@ _MODULE_CONSTRAINTS = {
 }
 
 
-@fill_doc(module=_MODULE_DOC)
+@mlp_doc(module_parameters=_MODULE_DOC)
 class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     """Bayesian neural network regressor around any torch module.
 
@@ -181,7 +197,7 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
 
     Parameters
     ----------
-    %(module)s
+    %(module_parameters)s
     inference : str or InferenceMethod, default="mfvi"
         ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
         ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
@@ -195,14 +211,20 @@ random_state, verbose, device, dtype
     ----------
     input_shape_ : tuple of int or None
         Shape of one input the module received.
-    module_, inference_, inference_diagnostics_, loss_curve_, n_iter_, noise_std_, n_outputs_, n_features_in_
-        As in :class:`BayesianMLPRegressor`; ``module_["network"]`` is a
-        :class:`~skbayes.nn.networks.BayesianModuleNetwork` (or a
-        :class:`~skbayes.nn.networks.StackedModuleNetwork`) holding the
-        converted module.
+    %(shared_attributes)s
+    noise_std_ : ndarray of shape (n_outputs,)
+        Observation noise standard deviation, in the units of y (for
+        ``DeepEnsemble``, the root mean square over the members).
+    n_outputs_ : int
+        Number of outputs.
 
     Notes
     -----
+    ``module_["network"]`` is a
+    :class:`~skbayes.nn.networks.BayesianModuleNetwork` (or, for
+    ``DeepEnsemble``, a :class:`~skbayes.nn.networks.StackedModuleNetwork`)
+    holding the converted module.
+
     scikit-learn's contract is kept: X is 2-D and ``input_shape`` reshapes
     its rows, so the estimator passes ``check_estimator``. N-D X is
     accepted too (flattened to rows, the shape recorded); the checks never
@@ -260,14 +282,20 @@ random_state, verbose, device, dtype
         store_init_arguments(self, locals())
 
 
+    def _validate_training_data(self, X, y, reset):
+        # log_predictive_density passes N-D X too
+        return super()._validate_training_data(X if reset else self._as_rows(X, reset=False), y, reset)
+
+
     @available_if(method_streams)
     def partial_fit(self, X, y):
         """One epoch over a batch of rows (see :meth:`BayesianMLPRegressor.partial_fit`); X may be N-D."""
+        self._check_module_kwargs()
         first = not hasattr(self, "module_")
         return super().partial_fit(self._as_rows(X, reset=first), y)
 
 
-@fill_doc(module=_MODULE_DOC)
+@mlp_doc(module_parameters=_MODULE_DOC)
 class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
     """Bayesian neural network classifier around any torch module.
 
@@ -280,7 +308,7 @@ class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
 
     Parameters
     ----------
-    %(module)s
+    %(module_parameters)s
     inference : str or InferenceMethod, default="mfvi"
         ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
         ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
@@ -293,10 +321,17 @@ verbose, device, dtype
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+        Class labels.
     input_shape_ : tuple of int or None
         Shape of one input the module received.
-    module_, inference_, inference_diagnostics_, loss_curve_, n_iter_, n_features_in_
-        As in :class:`BayesianMLPClassifier`.
+    %(shared_attributes)s
+
+    Notes
+    -----
+    ``module_["network"]`` is a
+    :class:`~skbayes.nn.networks.BayesianModuleNetwork` (or, for
+    ``DeepEnsemble``, a :class:`~skbayes.nn.networks.StackedModuleNetwork`)
+    holding the converted module.
 
     Examples
     --------
@@ -348,8 +383,10 @@ verbose, device, dtype
         store_init_arguments(self, locals())
 
 
+
     @available_if(method_streams)
     def partial_fit(self, X, y, classes=None):
         """One epoch over a batch of rows (see :meth:`BayesianMLPClassifier.partial_fit`); X may be N-D."""
+        self._check_module_kwargs()
         first = not hasattr(self, "module_")
         return super().partial_fit(self._as_rows(X, reset=first), y, classes=classes)

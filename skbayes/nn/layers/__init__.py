@@ -21,7 +21,8 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
   (Bayes by Backprop), and the Gaussian sampling helpers
   :func:`local_reparameterization` and :func:`gaussian_weight_draws`.
 * :mod:`.dropout`: :class:`DropoutLinear`, MC dropout and its KL-condition
-  penalty.
+  penalty, and :class:`MCDropoutLayer`, dropout kept on at prediction inside
+  any torch module.
 * :mod:`.mnf`: :class:`MNFLinear`, multiplicative normalising flows
   (Louizos & Welling 2017); its ``kl()`` is a Monte-Carlo estimate of the
   auxiliary bound, over the z drawn by the last training ``forward``.
@@ -47,7 +48,7 @@ of the pass that :func:`noise_context` sets (:mod:`.noise`):
 """
 
 from .conv import MeanFieldConv2d
-from .dropout import DropoutLinear
+from .dropout import DropoutLinear, MCDropoutLayer
 from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
 from .mnf import MNFLinear
@@ -61,6 +62,7 @@ __all__ = [
     "DropoutLinear",
     "EmbeddingDropout",
     "ImplicitLinear",
+    "MCDropoutLayer",
     "MNFLinear",
     "MeanFieldConv2d",
     "MeanFieldLinear",

@@ -152,9 +152,10 @@ class _MeanFieldLinearLayer(StochasticLayer):
     def from_module(cls, linear, *, prior_scale=1.0, posterior_init_scale=1e-3):
         """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned)."""
         factory = {"device": linear.weight.device, "dtype": linear.weight.dtype}
+        # the layer's random initial means are overwritten; its own generator leaves the global one alone
         layer = MeanFieldLinear(
             linear.in_features, linear.out_features, prior_scale=prior_scale,
-            posterior_init_scale=posterior_init_scale, **factory,
+            posterior_init_scale=posterior_init_scale, generator=torch.Generator(), **factory,
         )
         with torch.no_grad():
             layer.mu[:-1].copy_(linear.weight.T)
@@ -219,7 +220,7 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
         module = replace(module)
     else:
         _replace_children(module, replace)
-    _unsupported(module, "torch.nn.Linear and torch.nn.Conv2d", "MeanFieldVI")
+    _unsupported(module, " and ".join(f"torch.nn.{cls.__name__}" for cls in conversions), "MeanFieldVI")
     return module
 
 
