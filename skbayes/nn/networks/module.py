@@ -481,8 +481,8 @@ class BayesianModuleNetwork(nn.Module):
 class StackedModuleNetwork(nn.Module):
     """M copies of any torch module held as stacked tensors (ensembles, kept samples).
 
-    The members share the module's structure (built once on the ``"meta"``
-    device) and have their own parameters, stacked along a first axis of
+    The members share the module's structure (a copy of the first member)
+    and have their own parameters, stacked along a first axis of
     size M and evaluated together with :func:`torch.func.vmap` over
     :func:`torch.func.functional_call` (one member after the other for
     layers that have no batching rule, such as :class:`torch.nn.LSTM`). The members are deterministic:
@@ -524,17 +524,16 @@ class StackedModuleNetwork(nn.Module):
         self.n_features, self.n_outputs = int(n_features), int(n_outputs)
         self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
         self.prior_scale = float(prior_scale)
-        # the structure only, not a registered submodule: its parameters are the stacked ones
-        object.__setattr__(self, "_base", copy.deepcopy(modules[0]).to("meta").eval())
+        # the structure only, not a registered submodule (its parameters are the
+        # stacked ones); real tensors, not "meta" ones: torch.nn.LSTM reads the
+        # storage of its weights on CUDA
+        object.__setattr__(self, "_base", copy.deepcopy(modules[0]).eval())
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_base"] = copy.deepcopy(self._base).to_empty(device="cpu")  # meta tensors do not pickle
-        return state
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        object.__setattr__(self, "_base", state["_base"].to("meta").eval())
+    def _apply(self, fn, *args, **kwargs):
+        # .to(), .cuda(), .double() move the structure along with the stacked parameters
+        result = super()._apply(fn, *args, **kwargs)
+        self._base._apply(fn)
+        return result
 
     def _call(self, tensors, x):
         """Member ``tensors`` (one per name) at rows x (n, d) -> (n, k)."""
