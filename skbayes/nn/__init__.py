@@ -17,7 +17,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``flows.py``               normalising flows (planar, RealNVP coupling)
 ``init.py``                initialisations of a mean-field posterior
 ``layers/``                linear layers, one file per posterior
-``networks/``              MLPs, stacked MLPs, PBP network, VAE
+``networks/``              MLPs, stacked MLPs, PBP network, VAE (MLP or conv)
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
 ``functional_priors.py``   GP-induced weight priors fitted by Wasserstein
@@ -78,8 +78,12 @@ from .networks import (
     MLP,
     BayesianLayerStack,
     BayesianMLP,
+    ConvDecoder,
+    ConvEncoder,
     ImplicitMLP,
     MNFMLP,
+    ModuleDecoder,
+    ModuleEncoder,
     PBPNetwork,
     RowMoments,
     SliceDiscriminator,
@@ -118,6 +122,8 @@ __all__ = [
     "BoundedPositive",
     "CategoricalLikelihood",
     "ConstantKernel",
+    "ConvDecoder",
+    "ConvEncoder",
     "DeepGP",
     "DotProduct",
     "DropoutLinear",
@@ -133,6 +139,8 @@ __all__ = [
     "MeanFieldLinear",
     "MNFLinear",
     "MNFMLP",
+    "ModuleDecoder",
+    "ModuleEncoder",
     "NaturalGradient",
     "OptimizerChain",
     "PBPLinear",
