@@ -1,5 +1,6 @@
 """VAE: a (conditional) variational autoencoder as a scikit-learn transformer."""
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -8,6 +9,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils import check_array, check_random_state, column_or_1d
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+from torch import nn
 
 from .._docstrings import fill_doc
 from .._param_validation import (
@@ -22,6 +24,8 @@ from .._param_validation import (
 from .._training import KLWarmup
 from ..base import PREDICT_BLOCK_BYTES, TorchEstimatorMixin, hidden_layer_sizes, target_scaling
 from ..nn import ACTIVATIONS, VAEModule, negative_elbo
+from ..nn.networks.module import build_module, factory_accepts
+from ..nn.networks.vae import ConvDecoder, ConvEncoder
 
 # Quasi-Monte-Carlo latent points of the expected log-likelihood in score_samples
 # (a power of two keeps the Sobol points balanced), and of the validation ELBO.
@@ -31,6 +35,8 @@ _N_QMC_VALIDATION = 16
 _QMC_CLIP = 1e-12
 # Clip of the pixel means whose logits initialise the Bernoulli decoder's bias.
 _BERNOULLI_BIAS_CLIP = 1e-3
+# The built-in networks of encoder="conv" / decoder="conv".
+_CONV = {"encoder": ConvEncoder, "decoder": ConvDecoder}
 
 # The entries of X and the class labels y shared by the VAE's methods (see skbayes._docstrings).
 _DOC_FIELDS = {
@@ -42,6 +48,11 @@ _DOC_FIELDS = {
     "parameters_X_y_fit": "%(parameters_X)s\n%(y_fit)s",
     "X_y_labels": "X : array-like of shape (n_samples, n_features)\n%(y_labels)s",
 }
+
+
+def _is(value, string):
+    """``value == string`` for a str ``value`` (None: ``value is None``), False for modules and classes."""
+    return value is None if string is None else isinstance(value, str) and value == string
 
 
 class _MappedRows:
@@ -64,7 +75,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     """Variational autoencoder: a non-linear latent-variable model as a transformer.
 
     The data are modelled as x ~ p(x | z) with a latent z ~ N(0, I) of
-    dimension ``n_components`` and an MLP decoder; an MLP encoder gives the
+    dimension ``n_components`` and a decoder network; an encoder network gives the
     approximate posterior q(z | x) = N(mu(x), diag sigma(x)^2). Both are
     fitted together by maximising the evidence lower bound (ELBO) with Adam
     on minibatches, with one reparameterised latent draw per row and the KL
@@ -78,6 +89,11 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     input and to the decoder's input, so that ``sample(y=...)`` generates
     examples of a given class.
 
+    The networks are MLPs by default; ``encoder="conv", decoder="conv"``
+    with ``input_shape=(1, 28, 28)`` gives a convolutional VAE on flattened
+    images (stride-2 convolutions down, transposed convolutions up, Bruno
+    2022, section 4.4), and any torch modules may be passed instead.
+
     Read more in the :doc:`User Guide <vae>` (``doc/vae.md``).
 
     Parameters
@@ -88,6 +104,51 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         Encoder hidden widths; the decoder mirrors them (784-200-k-200-784 on
         MNIST in Cinelli 2019, section 5). ``()`` gives a linear encoder and
         decoder (with ``likelihood="gaussian"``, a factor-analysis model).
+        Used by the MLP networks only (``encoder`` or ``decoder`` ``"mlp"``).
+    encoder : {"mlp", "conv"}, torch.nn.Module class, callable or instance, default="mlp"
+        The encoder's network, before the VAE's own linear head that maps its
+        flattened output (with the one-hot label of a conditional VAE) to the
+        latent means and raw standard deviations. ``"mlp"``: the MLP of
+        ``hidden_layer_sizes`` and ``activation`` (its last layer is the
+        head). ``"conv"``: :class:`skbayes.nn.ConvEncoder`, stride-2
+        convolutions (channels ``(32, 64)``, kernel 4, ``activation``; set
+        by ``encoder_params={"channels": ..., "kernel_size": ...}``) that
+        halve the image, 28 x 28 -> 14 x 14 -> 7 x 7; needs ``input_shape``.
+        A class or factory: ``encoder(**encoder_params)`` returns a
+        :class:`torch.nn.Module` mapping inputs (B, *input_shape) (rows
+        (B, n_features) without ``input_shape``) to features (B, ...) of any
+        width; a factory that takes ``input_shape`` or ``n_features`` and is
+        not given them receives the data's. An instance is copied and its
+        layers re-initialised (``reset_parameters``). Torch modules are
+        built under a :func:`torch.random.fork_rng` seeded from
+        ``random_state``.
+    decoder : {"mlp", "conv"}, torch.nn.Module class, callable or instance, default="mlp"
+        The decoder's network, mapping latent rows to the Gaussian means or
+        Bernoulli logits of the features. ``"mlp"``: the MLP of
+        ``hidden_layer_sizes`` reversed. ``"conv"``:
+        :class:`skbayes.nn.ConvDecoder`, a linear layer to 64 maps of 7 x 7
+        and stride-2 transposed convolutions (channels ``(64, 32)``, in the
+        decoder's order; ``decoder_params``) back to the image; needs
+        ``input_shape``. A class or factory (``decoder(**decoder_params)``) returns
+        a module mapping (B, n_inputs) to (B, *input_shape) or
+        (B, n_features), where n_inputs is ``n_components`` plus, for a
+        conditional VAE, the number of classes (the one-hot label is
+        concatenated to z); a factory that takes ``n_inputs``,
+        ``output_shape`` (the shape of one input) or ``n_features`` and is
+        not given them receives them. A learned per-feature bias is added
+        to the module's output. Built as ``encoder``.
+    encoder_params, decoder_params : dict, default=None
+        Keyword arguments of ``encoder`` and ``decoder`` (as
+        ``kernel_params`` of :class:`sklearn.decomposition.KernelPCA`),
+        e.g. ``{"channels": (16, 32)}``; ``GridSearchCV`` tunes them as whole
+        dicts. Not for ``"mlp"`` or module instances.
+    input_shape : tuple of int, default=None
+        Shape of one row as the encoder's module takes it, e.g.
+        ``(1, 28, 28)`` for flattened 28 x 28 grey images: X stays 2-D
+        (scikit-learn's contract), its rows are reshaped to ``input_shape``
+        for the encoder, and the decoder's output is flattened back to rows,
+        so every method takes and returns rows. Needed by ``"conv"``; None
+        feeds rows to a module encoder.
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
         ``"gaussian"``: N(x | f(z), diag sigma^2) with one learned noise
         standard deviation per feature; X is standardised internally (per
@@ -136,10 +197,11 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         over continues where it stopped.
         The parameters that shape the network (``n_components``,
         ``hidden_layer_sizes``, ``likelihood``, ``activation``,
-        ``conditional``, ``device``, ``dtype``) and the number of features
-        must be those of the fit it continues, and the labels among its
-        classes; otherwise ``fit`` starts afresh. ``loss_curve_`` and
-        ``n_iter_`` then describe the latest ``fit`` only.
+        ``conditional``, ``encoder``, ``decoder``, ``input_shape``,
+        ``encoder_params``, ``decoder_params``, ``device``, ``dtype``) and
+        the number of features must be those of the fit it continues, and
+        the labels among its classes; otherwise ``fit`` starts afresh.
+        ``loss_curve_`` and ``n_iter_`` then describe the latest ``fit`` only.
     callbacks : list of skbayes._training.Callback or None, default=None
         Called during training, after the KL warm-up and the stopping rule
         (see :class:`skbayes._training.Callback`); ``partial_fit`` calls
@@ -158,7 +220,9 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     ----------
     module_ : skbayes.nn.VAEModule
         The fitted ``encoder``, ``decoder`` and ``likelihood``; they work in
-        standardised units of X for ``likelihood="gaussian"``.
+        standardised units of X for ``likelihood="gaussian"``. Module
+        networks sit in a :class:`skbayes.nn.ModuleEncoder` (as ``body``,
+        beside the linear ``head``) and a :class:`skbayes.nn.ModuleDecoder`.
     noise_std_ : ndarray of shape (n_features_in_,) or None
         Gaussian observation noise standard deviation per feature, in the
         units of X; None for ``likelihood="bernoulli"``.
@@ -219,11 +283,25 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     >>> Z = vae.fit_transform(X)
     >>> Z.shape, vae.inverse_transform(Z).shape, vae.sample(3, random_state=0).shape
     ((200, 2), (200, 6), (3, 6))
+
+    A convolutional VAE on 8 x 8 images given as rows of 64 pixels in [0, 1]:
+
+    >>> images = (rng.rand(64, 64) > 0.5).astype(float)
+    >>> conv = VAE(n_components=2, encoder="conv", decoder="conv", input_shape=(1, 8, 8),
+    ...            encoder_params={"channels": (4, 8)}, decoder_params={"channels": (8, 4)},
+    ...            likelihood="bernoulli", max_iter=2, random_state=0)
+    >>> conv.fit(images).transform(images).shape, conv.sample(2, random_state=0).shape
+    ((64, 2), (2, 64))
     """
 
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "encoder": [StrOptions({"mlp", "conv"}), callable],
+        "decoder": [StrOptions({"mlp", "conv"}), callable],
+        "input_shape": [None, tuple, list],
+        "encoder_params": [None, dict],
+        "decoder_params": [None, dict],
         "likelihood": [StrOptions({"gaussian", "bernoulli"})],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "beta": [Interval(Real, 0, None, closed="left")],
@@ -240,6 +318,11 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         n_components=2,
         *,
         hidden_layer_sizes=(200,),
+        encoder="mlp",
+        decoder="mlp",
+        input_shape=None,
+        encoder_params=None,
+        decoder_params=None,
         likelihood="gaussian",
         activation="relu",
         beta=1.0,
@@ -262,6 +345,11 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     ):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
+        self.encoder = encoder
+        self.decoder = decoder
+        self.input_shape = input_shape
+        self.encoder_params = encoder_params
+        self.decoder_params = decoder_params
         self.likelihood = likelihood
         self.activation = activation
         self.beta = beta
@@ -338,7 +426,12 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     def _model_settings(self, n_features):
         """What a warm start needs unchanged: the parameters that shape the fitted module."""
         names = ("n_components", "hidden_layer_sizes", "likelihood", "activation", "conditional", "device", "dtype")
-        return (n_features, *(repr(getattr(self, name)) for name in names))
+        settings = (n_features, *(repr(getattr(self, name)) for name in names))
+        names = ("encoder", "decoder", "input_shape", "encoder_params", "decoder_params")
+        defaults = {"encoder": "mlp", "decoder": "mlp"}
+        if any(not _is(getattr(self, name), defaults.get(name)) for name in names):  # networks other than the MLPs
+            settings += tuple(repr(getattr(self, name)) for name in names)
+        return settings
 
     def _can_warm_start(self, X, y):
         if not (self.warm_start and hasattr(self, "module_")):
@@ -495,26 +588,92 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         return (X - self._x_mean) / self._x_scale
 
     def _build_module(self, n_features, seed, device, dtype):
-        self._width = max([n_features, 2 * self.n_components, *self._hidden_sizes()])
-        return VAEModule(
+        n_conditions = 0 if self.classes_ is None else len(self.classes_)
+        networks = self._build_networks(n_features, n_conditions, seed, device, dtype)
+        module = VAEModule(
             n_features,
             self.n_components,
             self._hidden_sizes(),
-            n_conditions=0 if self.classes_ is None else len(self.classes_),
+            n_conditions=n_conditions,
             likelihood=self.likelihood,
             activation=self.activation,
             noise_std=1.0,  # the std of the standardised data
             generator=self._generator(seed),
             device=device,
             dtype=dtype,
+            **networks,
         )
+        # values held per row and latent draw, which sizes the prediction blocks
+        widths = [n_features, 2 * self.n_components, *self._hidden_sizes(), *([module.widest] if networks else [])]
+        self._width = max(widths)
+        return module
+
+    def _input_shape(self, n_features):
+        """The validated ``input_shape`` as a tuple (None when not given)."""
+        if self.input_shape is None:
+            return None
+        shape = tuple(self.input_shape)
+        if not all(isinstance(s, Integral) and s >= 1 for s in shape) or math.prod(shape) != n_features:
+            raise ValueError(
+                f"input_shape must be positive integers whose product is the number of features, "
+                f"{n_features}; got {shape}."
+            )
+        return tuple(int(s) for s in shape)
+
+    def _build_networks(self, n_features, n_conditions, seed, device, dtype):
+        """The torch modules of ``encoder`` and ``decoder`` that are not ``"mlp"``, by name (and ``input_shape``).
+
+        Each is built by :func:`~skbayes.nn.networks.module.build_module` under
+        its own seed, drawn from ``seed``, leaving the global torch RNG alone.
+        """
+        input_shape = self._input_shape(n_features)
+        shape = input_shape or (n_features,)
+        data = {
+            "encoder": {"input_shape": shape, "n_features": n_features},
+            "decoder": {"n_inputs": self.n_components + n_conditions, "output_shape": shape, "n_features": n_features},
+        }
+        seeds = dict(zip(data, self._seeds(np.random.RandomState(seed), 2)))
+        networks = {}
+        for name in data:
+            factory, kwargs = getattr(self, name), dict(getattr(self, f"{name}_params") or {})
+            if _is(factory, "mlp"):
+                if kwargs:
+                    raise ValueError(
+                        f"{name}_params={kwargs!r} needs a module {name}; {name}='mlp' is shaped by "
+                        "hidden_layer_sizes and activation."
+                    )
+                continue
+            if isinstance(factory, nn.Module) and kwargs:
+                raise TypeError(
+                    f"{name} is an instance of {type(factory).__name__}; {name}_params={kwargs!r} need a class "
+                    "or factory."
+                )
+            if isinstance(factory, str):  # "conv"
+                if input_shape is None or len(input_shape) != 3:
+                    raise ValueError(
+                        f"{name}='conv' needs input_shape=(channels, height, width), e.g. (1, 28, 28) for rows of "
+                        f"784 pixels; got input_shape={self.input_shape!r}."
+                    )
+                factory, kwargs = _CONV[name], {"activation": self.activation, **kwargs}
+            if not isinstance(factory, nn.Module):  # the data's sizes, unless given
+                kwargs.update({arg: value for arg, value in data[name].items()
+                               if arg not in kwargs and factory_accepts(factory, arg)})
+            networks[name] = build_module(factory, kwargs, seed=seeds[name], device=device, dtype=dtype, name=name)
+            if any(nn.parameter.is_lazy(p) for p in networks[name].parameters()):
+                raise ValueError(
+                    f"The {name} has lazy layers (e.g. LazyLinear), which torch would initialise from its global "
+                    "random state; give their sizes (the encoder's head takes features of any width)."
+                )
+        if "encoder" in networks:
+            networks["input_shape"] = input_shape
+        return networks
 
     def _init_output_bias(self, X_model):
         """Start the Bernoulli decoder at the logits of the pixel means."""
         if self.likelihood == "bernoulli":
             p = X_model.mean(0).clamp(_BERNOULLI_BIAS_CLIP, 1 - _BERNOULLI_BIAS_CLIP)
             with torch.no_grad():
-                self.module_.decoder.layers[-1].bias.copy_(torch.log(p) - torch.log1p(-p))
+                self.module_.output_bias.copy_(torch.log(p) - torch.log1p(-p))
 
     def _loss_fn(self, X, C, noise_seed, warmup):
         """Minibatch loss closure; the KL weight is ``beta`` times the warm-up's current weight."""
@@ -547,7 +706,11 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
             def validation_score_fn():
                 eps = self._latent_qmc_points(_N_QMC_VALIDATION, self._score_seed)
-                return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
+                self.module_.eval()  # e.g. batch normalisation with its running statistics
+                try:
+                    return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
+                finally:
+                    self.module_.train()
 
         warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=epochs_done)
         warmup_left = max(0, self.kl_warmup_epochs - epochs_done)

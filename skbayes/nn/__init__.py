@@ -19,7 +19,8 @@ equation cited in their docstrings. The files are laid out by role:
 ``layers/``                linear layers, one file per posterior; drop-in
                            convolution, LSTM, GRU and embedding layers and
                            their noise protocol (``noise_context``)
-``networks/``              MLPs, stacked MLPs, PBP network, VAE
+``networks/``              MLPs, stacked MLPs, PBP network, VAE (MLP or
+                           conv), any torch module (``BayesianModuleNetwork``)
 ``variational/``           sparse variational GP, deep GP
 ``priors.py``              log-densities of the Bayesian sparse GP priors
 ``functional_priors.py``   GP-induced weight priors fitted by Wasserstein
@@ -87,8 +88,12 @@ from .networks import (
     MLP,
     BayesianLayerStack,
     BayesianMLP,
+    ConvDecoder,
+    ConvEncoder,
     ImplicitMLP,
     MNFMLP,
+    ModuleDecoder,
+    ModuleEncoder,
     PBPNetwork,
     RowMoments,
     SliceDiscriminator,
@@ -127,6 +132,8 @@ __all__ = [
     "BoundedPositive",
     "CategoricalLikelihood",
     "ConstantKernel",
+    "ConvDecoder",
+    "ConvEncoder",
     "DeepGP",
     "DotProduct",
     "DropoutLinear",
@@ -145,6 +152,8 @@ __all__ = [
     "MeanFieldLinear",
     "MNFLinear",
     "MNFMLP",
+    "ModuleDecoder",
+    "ModuleEncoder",
     "NaturalGradient",
     "OptimizerChain",
     "PBPLinear",

@@ -14,7 +14,9 @@
 * :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
   layers with their KL estimates, and :class:`SliceDiscriminator`.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
-  (conditional) variational autoencoder.
+  (conditional) variational autoencoder; :class:`ModuleEncoder` and
+  :class:`ModuleDecoder`, any torch modules in their place;
+  :class:`ConvEncoder` and :class:`ConvDecoder`, the convolutional pair.
 * :mod:`.whvi`: :class:`WHVIMLP`, Walsh-Hadamard hidden layers and a
   mean-field last layer (WHVI).
 """
@@ -25,15 +27,19 @@ from .mnf import MNFMLP
 from .module import BayesianModuleNetwork, StackedModuleNetwork
 from .pbp import PBPNetwork, RowMoments
 from .stacked import StackedMLP
-from .vae import VAEModule
+from .vae import ConvDecoder, ConvEncoder, ModuleDecoder, ModuleEncoder, VAEModule
 from .whvi import WHVIMLP
 
 __all__ = [
     "MLP",
     "MNFMLP",
+    "ModuleDecoder",
+    "ModuleEncoder",
     "BayesianLayerStack",
     "BayesianMLP",
     "BayesianModuleNetwork",
+    "ConvDecoder",
+    "ConvEncoder",
     "ImplicitMLP",
     "PBPNetwork",
     "RowMoments",

@@ -49,7 +49,7 @@ __all__ = [
 _ACTIVATION_FACTOR = 64
 
 
-def build_module(factory, kwargs=None, *, seed, device=None, dtype=None):
+def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="module"):
     """Build a module from a class/factory (or copy an instance), initialised from ``seed``.
 
     The module's own initialisation (``torch.nn.init``) draws from the global
@@ -68,6 +68,8 @@ def build_module(factory, kwargs=None, *, seed, device=None, dtype=None):
     seed : int
     device, dtype : optional
         Where and in which precision the module's parameters end up.
+    name : str, default="module"
+        The estimator's parameter holding ``factory``, for the error messages.
 
     Returns
     -------
@@ -84,7 +86,7 @@ def build_module(factory, kwargs=None, *, seed, device=None, dtype=None):
         if isinstance(factory, nn.Module):
             if kwargs:
                 raise TypeError(
-                    f"module is an instance of {type(factory).__name__}; module__ arguments "
+                    f"{name} is an instance of {type(factory).__name__}; {name}__ arguments "
                     f"({sorted(kwargs)}) need a class or factory."
                 )
             module = copy.deepcopy(factory)
@@ -94,7 +96,7 @@ def build_module(factory, kwargs=None, *, seed, device=None, dtype=None):
         else:
             module = factory(**(kwargs or {}))
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module must build a torch.nn.Module; {factory!r} returned {type(module).__name__}.")
+        raise TypeError(f"{name} must build a torch.nn.Module; {factory!r} returned {type(module).__name__}.")
     return module.to(device=device, dtype=dtype)
 
 
