@@ -554,7 +554,11 @@ class StackedModuleNetwork(nn.Module):
 
     def _over_members(self, tensors, x, shared_x):
         """``_call`` for each member (vmapped; a loop for layers without a batching rule, e.g. ``nn.LSTM``)."""
-        if not getattr(self, "_loop_members", False):
+        # torch's recurrent layers have no batching rule on the CPU and read their
+        # weights' storage on CUDA: one member after the other
+        if not getattr(self, "_loop_members", False) and not any(
+            isinstance(m, nn.RNNBase) for m in self._base.modules()
+        ):
             try:
                 return torch.func.vmap(self._call, in_dims=(0, None if shared_x else 0))(tensors, x)
             except RuntimeError as error:
