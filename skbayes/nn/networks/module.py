@@ -487,8 +487,8 @@ class StackedModuleNetwork(nn.Module):
     and have their own parameters, stacked along a first axis of
     size M and evaluated together with :func:`torch.func.vmap` over
     :func:`torch.func.functional_call` (one member after the other for
-    layers that have no batching rule, such as :class:`torch.nn.LSTM`). The members are deterministic:
-    the module runs in evaluation mode (dropout off). Implements the
+    torch's recurrent layers). The members are deterministic: the module's
+    dropout layers are removed from them. Implements the
     finite-member protocol of :class:`~skbayes.nn.StackedMLP`, with the
     N(0, prior_scale^2) prior on every parameter.
 
@@ -529,7 +529,17 @@ class StackedModuleNetwork(nn.Module):
         # the structure only, not a registered submodule (its parameters are the
         # stacked ones); real tensors, not "meta" ones: torch.nn.LSTM reads the
         # storage of its weights on CUDA
-        object.__setattr__(self, "_base", copy.deepcopy(modules[0]).eval())
+        base = _replace_children(
+            nn.Sequential(copy.deepcopy(modules[0])),
+            lambda m: nn.Identity() if isinstance(m, nn.modules.dropout._DropoutNd) else None,
+        )[0]
+        object.__setattr__(self, "_base", base)
+
+    def train(self, mode=True):
+        # the structure follows the network's mode (cuDNN's LSTM backward needs training mode)
+        super().train(mode)
+        self._base.train(mode)
+        return self
 
     def _apply(self, fn, *args, **kwargs):
         # .to(), .cuda(), .double() move the structure along with the stacked parameters
