@@ -165,6 +165,31 @@ def standard_uniform(shape, like, generator=None):
     return u.to(like.device)
 
 
+def dropout_mask(shape, rate, like, generator=None):
+    """Inverted-dropout mask of ``shape``: 1/(1-rate) with probability 1-rate, else 0.
+
+    Kept units are scaled by 1/(1-rate), PyTorch's convention, so that the
+    mean pass needs no rescaling (Gal 2016, section 3.2.3, with the inverted
+    scaling). Drawn by :func:`standard_uniform`: a CPU generator gives the
+    same mask on every device.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    rate : float in [0, 1)
+        Drop probability.
+    like : torch.Tensor
+        Gives the dtype and the device of the mask.
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    mask : torch.Tensor of shape ``shape``
+    """
+    keep = 1.0 - rate
+    return (standard_uniform(shape, like, generator) < keep).to(like.dtype) / keep
+
+
 def feed_forward(x, layers, activation="relu", apply=None):
     """Pass ``x`` through ``layers`` with the activation between consecutive layers.
 

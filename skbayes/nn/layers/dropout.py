@@ -12,7 +12,7 @@ References
 import torch
 from torch import nn
 
-from ..functional import standard_uniform, uniform_init
+from ..functional import dropout_mask, uniform_init
 from .noise import StochasticLayer
 
 __all__ = ["DropoutLinear", "MCDropoutLayer"]
@@ -66,8 +66,7 @@ class DropoutLinear(nn.Module):
         self.bias = nn.Parameter(uniform_init((out_features,), in_features, generator, **factory))
 
     def _mask(self, shape, generator, like):
-        keep = 1.0 - self.dropout_rate
-        return (standard_uniform(shape, like, generator) < keep).to(like.dtype) / keep
+        return dropout_mask(shape, self.dropout_rate, like, generator)
 
     def forward(self, x, generator=None, sample=True):
         """Training-time pass, a fresh dropout mask for every row (``sample=False``: no dropout).
@@ -131,9 +130,8 @@ class MCDropoutLayer(StochasticLayer):
         """Mask ``x`` of shape (n, ...) (the same shape out)."""
         if not self.sampling or self.dropout_rate == 0:
             return x
-        keep = 1.0 - self.dropout_rate
         shape = (self.noise_rows(x.shape[0]), *x.shape[1:])
-        return x * ((standard_uniform(shape, x, self.noise_generator) < keep).to(x.dtype) / keep)
+        return x * dropout_mask(shape, self.dropout_rate, x, self.noise_generator)
 
     def kl(self):
         """0: the layer has no parameters."""

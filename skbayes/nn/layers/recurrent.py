@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..functional import standard_normal, standard_uniform, uniform_init
+from ..functional import dropout_mask, standard_normal, standard_uniform, uniform_init
 from .noise import StochasticLayer
 
 __all__ = ["EmbeddingDropout", "VariationalGRU", "VariationalLSTM"]
@@ -43,12 +43,6 @@ def _check_rate(name, rate):
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"{name} must be in [0, 1) (the probability of dropping a unit); got {rate}.")
     return rate
-
-
-def _keep_mask(shape, rate, like, generator):
-    """Inverted-dropout mask: 1/(1-rate) with probability 1-rate, else 0."""
-    keep = 1.0 - rate
-    return (standard_uniform(shape, like, generator) < keep).to(like.dtype) / keep
 
 
 class _VariationalRNN(StochasticLayer):
@@ -188,7 +182,7 @@ class _VariationalRNN(StochasticLayer):
             in_k = self.input_size if k == 0 else self.hidden_size
             for rate, width in ((self.dropout_rate, in_k), (self.recurrent_dropout_rate, self.hidden_size)):
                 if self.sampling and rate > 0:
-                    pair.append(_keep_mask((rows, t_dim, g_dim, width), rate, like, self.noise_generator))
+                    pair.append(dropout_mask((rows, t_dim, g_dim, width), rate, like, self.noise_generator))
                 else:
                     pair.append(None)
             out.append(tuple(pair))
