@@ -9,6 +9,7 @@ device is missing.
 
 import copy
 import warnings
+from contextlib import contextmanager
 from numbers import Integral
 
 import numpy as np
@@ -77,6 +78,20 @@ class DeviceWarning(UserWarning):
 
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@contextmanager
+def evaluation_mode(module):
+    """Run the block with ``module`` in evaluation mode, then back in training mode.
+
+    For the validation scores computed inside the training loop: batch
+    normalisation uses its running statistics and does not update them.
+    """
+    module.eval()
+    try:
+        yield module
+    finally:
+        module.train()
 
 
 class TorchEstimatorMixin:

@@ -401,9 +401,10 @@ def _dropout_cnn():
 @pytest.mark.parametrize(
     "placement, n_dropout, dropped",
     [
-        # after the conv (which drops `dense`'s input: no second mask there, Gal's lenet-all)
-        # and the module's own before `out` (not doubled)
-        ("all", 2, {"dense", "out"}),
+        # after the conv (the mask zeroes its kernels patch by patch, Gal 2016 section 3.4.1, so
+        # the 1/(1-p) goes on `conv`; `dense` gets no second mask, Gal's lenet-all) and the
+        # module's own before `out` (not doubled)
+        ("all", 2, {"conv", "out"}),
         ("dense", 2, {"dense", "out"}),
         ("existing", 1, {"out"}),
     ],
@@ -415,7 +416,7 @@ def test_the_kl_of_mc_dropout_is_the_weight_decay_of_the_kl_condition(placement,
     assert sum(isinstance(m, MCDropoutLayer) for m in converted.modules()) == n_dropout
     assert all(m.dropout_rate == p for m in converted.modules() if isinstance(m, MCDropoutLayer))
     network = BayesianModuleNetwork(
-        converted, 9, 1, input_shape=(1, 3, 3), prior_scale=prior_scale, dropped_inputs=names, dropout_rate=p
+        converted, 9, 1, input_shape=(1, 3, 3), prior_scale=prior_scale, dropped_weights=names
     )
     # Gal 2016, eq. 3.13 in the inverted-dropout form: l^2/(2(1-p)) ||W||^2 for the
     # weights of a layer whose input is dropped, l^2/2 ||theta||^2 for the rest.
@@ -441,8 +442,8 @@ def test_placement_of_mc_dropout_in_a_convolutional_network():
     # named layers: the dropped inputs are named as in the converted module
     named = nn.Sequential(OrderedDict(fc=nn.Linear(3, 4), act=nn.ReLU(), drop=nn.Dropout(), out=nn.Linear(4, 1)))
     converted, dropped = to_mc_dropout(named, 0.1, placement="dense")
-    assert dropped == {"fc.1.weight", "out.weight"}
-    assert dropped <= dict(converted.named_parameters()).keys()
+    assert dropped == {"fc.1.weight": 0.1, "out.weight": 0.1}
+    assert dropped.keys() <= dict(converted.named_parameters()).keys()
 
 
 def test_mc_dropout_placement_existing_without_dropout_is_deterministic():
@@ -602,3 +603,87 @@ def test_gap_regression_recovers_the_noise_and_is_unsure_away_from_the_data(meth
     std_outside = model.predict(outside, return_std=True)[1].mean()
     assert std_outside > 1.3 * std_data
     assert std_data < 0.15  # close to the noise on the data
+
+
+# ------------------------------------------------- review: contracts of the module networks
+class _ThreeOutputs(nn.Sequential):
+    def __init__(self, n_features):  # ignores n_outputs
+        super().__init__(nn.Linear(n_features, 3))
+
+
+@pytest.mark.parametrize("method", [MCDropout(), DeepEnsemble(n_estimators=2)], ids=lambda m: type(m).__name__)
+def test_a_module_with_the_wrong_number_of_outputs_is_refused(method):
+    X, y = _regression()
+    with pytest.raises(ValueError, match="returns 3 values per input.*n_outputs=1"):
+        BayesianNeuralNetRegressor(_ThreeOutputs, inference=method, **_small()).fit(X, y)
+    with pytest.raises(ValueError, match="returns 3 values per input.*n_outputs=2"):
+        BayesianNeuralNetClassifier(_ThreeOutputs, inference=method, **_small()).fit(X, (y > 0).astype(int))
+
+
+class _TwoLayerLSTM(nn.Module):
+    def __init__(self, n_features, n_outputs, dropout=0.0):
+        super().__init__()
+        self.lstm = nn.LSTM(1, 4, num_layers=2, batch_first=True, dropout=dropout)
+        self.head = nn.Linear(4, n_outputs)
+
+    def forward(self, x):
+        return self.head(self.lstm(x.unsqueeze(-1))[0][:, -1])
+
+
+def test_conversions_and_fits_leave_the_global_generator_alone():
+    conv, recurrent, embedded = ConvNet(1), _Recurrent(3, 1), _Embedded(3, 1)  # torch's init draws globally
+    state = torch.get_rng_state()
+    to_mean_field(conv)
+    to_mc_dropout(recurrent, 0.1, placement="all")
+    to_mc_dropout(embedded, 0.1, placement="all")
+    X, y = _regression()
+    BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=DeepEnsemble(n_estimators=2),
+                               **_small()).fit(X, y).predict(X)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_torch_inter_layer_rnn_dropout_is_refused_or_removed():
+    X, y = _regression()
+    with pytest.raises(ValueError, match="dropout=0.5 between its layers"):
+        BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=MCDropout(placement="dense"),
+                                   **_small()).fit(X, y)
+    # an ensemble's members are deterministic: the same predictions whatever the global seed
+    model = BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=DeepEnsemble(n_estimators=2),
+                                       **_small())
+    torch.manual_seed(1)
+    first = model.fit(X, y).predict(X)
+    torch.manual_seed(2)
+    np.testing.assert_array_equal(clone(model).fit(X, y).predict(X), first)
+
+
+def test_warm_start_continues_only_the_same_network():
+    X, y = _regression()
+    model = BayesianNeuralNetRegressor(MLP, inference=MCDropout(), warm_start=True, **_small()).fit(X, y)
+    network = model.module_["network"]
+    model.fit(X, y)
+    assert model.module_["network"] is network  # continued
+    model.set_params(module__width=5).fit(X, y)
+    assert model.module_["network"] is not network  # rebuilt: another architecture
+    network = model.module_["network"]
+    model.set_params(inference=MCDropout(placement="existing")).fit(X, y)
+    assert model.module_["network"] is not network
+
+
+def test_early_stopping_scores_the_module_in_evaluation_mode():
+    seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append(self.training)
+            return x
+
+    class Net(nn.Sequential):
+        def __init__(self, n_features, n_outputs):
+            super().__init__(nn.Linear(n_features, n_outputs), Probe())
+
+    X, y = _regression(n=60)
+    model = BayesianNeuralNetRegressor(Net, inference=MCDropout(), early_stopping=True, **_small(max_iter=3))
+    model.fit(X, y)
+    # training passes, then the validation passes of each epoch (n_mc_predict draws, in evaluation mode)
+    assert True in seen and False in seen
+    assert not model.module_.training

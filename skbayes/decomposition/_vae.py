@@ -22,7 +22,7 @@ from .._param_validation import (
     validate_method_params,
 )
 from .._training import KLWarmup
-from ..base import PREDICT_BLOCK_BYTES, TorchEstimatorMixin, hidden_layer_sizes, target_scaling
+from ..base import PREDICT_BLOCK_BYTES, TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes, target_scaling
 from ..nn import ACTIVATIONS, VAEModule, negative_elbo
 from ..nn.networks.module import build_module, factory_accepts
 from ..nn.networks.vae import ConvDecoder, ConvEncoder
@@ -706,11 +706,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
             def validation_score_fn():
                 eps = self._latent_qmc_points(_N_QMC_VALIDATION, self._score_seed)
-                self.module_.eval()  # e.g. batch normalisation with its running statistics
-                try:
+                with evaluation_mode(self.module_):  # e.g. batch normalisation with its running statistics
                     return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
-                finally:
-                    self.module_.train()
 
         warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=epochs_done)
         warmup_left = max(0, self.kl_warmup_epochs - epochs_done)

@@ -293,6 +293,8 @@ class SGHMC(StackedMLPMethod):
         if self.prior is None:
             return [], {}
         network = module["network"]
+        if not hasattr(network, "layers"):  # e.g. a warm start from a torch module's chains
+            raise ValueError("SGHMC(prior=...) is a prior over MLP weights; a torch module takes prior=None.")
         sizes = [network.layers[0].in_features, *(layer.out_features for layer in network.layers)]
         prior, diagnostics = self.prior.fit_prior(
             sizes, settings.activation, X, Y, classification=settings.classification, generator=context.generator

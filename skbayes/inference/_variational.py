@@ -169,7 +169,7 @@ class MCDropout(InferenceMethod):
 
     def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         (seed,) = module_seeds(generator, 1)
-        module, dropped = to_mc_dropout(
+        module, dropped_weights = to_mc_dropout(
             settings.module(seed, n_features, n_outputs, device, dtype),
             self.dropout_rate,
             placement=self.placement,
@@ -177,5 +177,5 @@ class MCDropout(InferenceMethod):
         )
         return BayesianModuleNetwork(
             module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale,
-            dropped_inputs=dropped, dropout_rate=self.dropout_rate,
+            dropped_weights=dropped_weights,
         )

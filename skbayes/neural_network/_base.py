@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 
 from .._docstrings import fill_doc
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
-from ..base import TorchEstimatorMixin, hidden_layer_sizes
+from ..base import TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
 from ..nn import ACTIVATIONS
 
@@ -312,7 +312,12 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         if val_idx is not None:
             X_val, Y_val = self._to_tensor(X[val_idx]), self._to_tensor(Y[val_idx])
             n_draws = min(self.n_mc_predict, _N_DRAWS_VALIDATION)
-            loop["validation_score_fn"] = lambda: float(self._log_predictive(X_val, Y_val, n_draws, predict_seed).mean())
+
+            def validation_score_fn():
+                with evaluation_mode(self.module_):  # e.g. batch normalisation with its running statistics
+                    return float(self._log_predictive(X_val, Y_val, n_draws, predict_seed).mean())
+
+            loop["validation_score_fn"] = validation_score_fn
             loop["module"] = self.module_
         context = FitContext(
             generator=self._generator(noise_seed, device),

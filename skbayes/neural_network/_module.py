@@ -148,6 +148,21 @@ class NeuralNetModuleMixin:
         self._check_module_kwargs()
         return super().fit(self._as_rows(X, reset=True), y)
 
+    def _network_signature(self, method):
+        """What the fitted network was built from: a warm start needs it unchanged."""
+        kwargs = sorted(self._module_kwargs().items())
+        return repr((self.module, kwargs, self._resolved_input_shape(), type(method).__name__,
+                     sorted(method.get_params(deep=False).items())))
+
+    def _can_warm_start(self, n_features, n_outputs, method):
+        return super()._can_warm_start(n_features, n_outputs, method) and (
+            getattr(self, "_signature", None) == self._network_signature(method)
+        )
+
+    def _build_module(self, method, settings, *args, **kwargs):
+        self._signature = self._network_signature(method)
+        return super()._build_module(method, settings, *args, **kwargs)
+
     def _check_input_shape(self, n_features):
         shape = self._resolved_input_shape()
         if shape is not None and math.prod(shape) != n_features:

@@ -157,6 +157,7 @@ class MeanFieldConv2d(StochasticLayer):
             conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
             conv.groups, conv.bias is not None, prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
             device=conv.weight.device, dtype=conv.weight.dtype,
+            generator=torch.Generator(),  # the initial values are overwritten: leave the global generator alone
         )
         with torch.no_grad():
             layer.weight_mu.copy_(conv.weight)

@@ -138,6 +138,7 @@ class _VariationalRNN(StochasticLayer):
             rnn.input_size, rnn.hidden_size, rnn.num_layers, rnn.bias, dropout_rate=dropout_rate,
             recurrent_dropout_rate=recurrent_dropout_rate, gates=gates, masks=masks, prior_scale=prior_scale,
             device=reference.device, dtype=reference.dtype,
+            generator=torch.Generator(),  # the initial values are overwritten: leave the global generator alone
         )
         with torch.no_grad():
             for name, param in layer.named_parameters():
@@ -476,6 +477,7 @@ class EmbeddingDropout(StochasticLayer):
         layer = cls(
             embedding.num_embeddings, embedding.embedding_dim, dropout_rate, padding_idx=embedding.padding_idx,
             prior_scale=prior_scale, device=embedding.weight.device, dtype=embedding.weight.dtype,
+            generator=torch.Generator(),  # the initial values are overwritten: leave the global generator alone
         )
         with torch.no_grad():
             layer.weight.copy_(embedding.weight)

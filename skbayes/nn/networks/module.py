@@ -27,11 +27,12 @@ module, which returns (n, n_outputs).
 import copy
 import inspect
 import math
+import warnings
 
 import torch
 from torch import nn
 
-from ..layers import MeanFieldLinear
+from ..layers import EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, VariationalGRU, VariationalLSTM
 from ..layers.dropout import MCDropoutLayer
 from ..layers.noise import StochasticLayer, noise_context
 
@@ -39,15 +40,11 @@ __all__ = [
     "BayesianModuleNetwork",
     "StackedModuleNetwork",
     "build_module",
+    "check_module_output",
+    "probe_widths",
     "to_mc_dropout",
     "to_mean_field",
 ]
-
-# Number of values a forward pass may hold per input value (activations of
-# all layers at once): sizes the prediction blocks of module networks, whose
-# widths are unknown.
-_ACTIVATION_FACTOR = 64
-
 
 def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="module"):
     """Build a module from a class/factory (or copy an instance), initialised from ``seed``.
@@ -90,14 +87,89 @@ def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="m
                     f"({sorted(kwargs)}) need a class or factory."
                 )
             module = copy.deepcopy(factory)
+            kept = set()
             for layer in module.modules():
                 if hasattr(layer, "reset_parameters"):
                     layer.reset_parameters()
+                elif _own_parameters(layer):
+                    kept.add(type(layer).__name__)
+            if kept:
+                warnings.warn(
+                    f"The {name} instance has layers without reset_parameters ({', '.join(sorted(kept))}): they "
+                    "keep the instance's weights, so every ensemble member or chain starts from the same values "
+                    "there. Pass the class (or a factory) instead.",
+                    UserWarning,
+                    stacklevel=3,
+                )
         else:
             module = factory(**(kwargs or {}))
     if not isinstance(module, nn.Module):
         raise TypeError(f"{name} must build a torch.nn.Module; {factory!r} returned {type(module).__name__}.")
     return module.to(device=device, dtype=dtype)
+
+
+def probe_widths(body, input_shape):
+    """Output width and widest layer output of a module, per input, from one forward pass on zeros.
+
+    The pass runs in evaluation mode without gradients (so batch
+    normalisation statistics are left alone) and the module's mode is
+    restored afterwards.
+
+    Parameters
+    ----------
+    body : torch.nn.Module
+        Maps (B, *input_shape) to (B, ...).
+    input_shape : tuple of int
+
+    Returns
+    -------
+    n_outputs : int
+        Number of values of one output (its trailing dimensions flattened).
+    widest : int
+        Largest number of values any of the module's layers outputs for one
+        input (sizes the prediction blocks).
+    """
+    widths = []
+
+    def record(module, inputs, output):
+        widths.append(output.numel() if torch.is_tensor(output) else 0)
+
+    first = next(body.parameters(), None)
+    options = {} if first is None else {"device": first.device, "dtype": first.dtype}
+    hooks = [module.register_forward_hook(record) for module in body.modules()]
+    training = body.training
+    try:
+        body.eval()
+        with torch.no_grad():
+            out = body(torch.zeros((1, *input_shape), **options))
+    finally:
+        body.train(training)
+        for hook in hooks:
+            hook.remove()
+    return out.numel(), max(widths, default=0)
+
+
+def check_module_output(module, input_shape, n_outputs):
+    """Probe ``module`` on one input of ``input_shape``: the widest layer output, after checking the output width.
+
+    Returns
+    -------
+    widest : int
+        Largest number of values one of the module's layers outputs for one input.
+
+    Raises
+    ------
+    ValueError
+        If the module does not return ``n_outputs`` values per input.
+    """
+    width, widest = probe_widths(module, input_shape)
+    if width != n_outputs:
+        raise ValueError(
+            f"The module returns {width} values per input of shape {tuple(input_shape)}; the estimator needs "
+            f"n_outputs={n_outputs} (the number of targets, or of classes). A factory taking n_outputs gets it "
+            "from the data."
+        )
+    return widest
 
 
 def factory_accepts(factory, name):
@@ -174,13 +246,6 @@ class _MeanFieldLinearLayer(StochasticLayer):
         return self.layer.kl()
 
 
-def _layer_types(*names):
-    """The classes of :mod:`skbayes.nn.layers` called ``names`` that exist (recurrent and conv layers)."""
-    from .. import layers
-
-    return tuple(getattr(layers, name) for name in names if hasattr(layers, name))
-
-
 def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
     """Swap a module's Linear and Conv2d layers for factorised-Gaussian layers, in place.
 
@@ -208,9 +273,7 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
         has no form for them here.
     """
     options = {"prior_scale": prior_scale, "posterior_init_scale": posterior_init_scale}
-    conversions = {nn.Linear: _MeanFieldLinearLayer.from_module}
-    for cls in _layer_types("MeanFieldConv2d"):
-        conversions[nn.Conv2d] = cls.from_module
+    conversions = {nn.Linear: _MeanFieldLinearLayer.from_module, nn.Conv2d: MeanFieldConv2d.from_module}
 
     def replace(child):
         for torch_cls, convert in conversions.items():
@@ -265,33 +328,33 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
     -------
     module : torch.nn.Module
         The converted module.
-    dropped_inputs : set of str
-        Names of the weights (in the returned module) of the layers whose
-        input is dropped (also through activations and pooling): their
-        weight decay carries the 1/(1-p) of the inverted-dropout KL
-        condition.
+    dropped_weights : dict of str to float
+        Names of the weights (in the returned module) a dropout mask acts on
+        (the layer whose input is dropped, also through activations and
+        pooling; the convolution whose output is dropped), each with the
+        mask's rate p: their weight decay carries the 1/(1-p) of the
+        inverted-dropout KL condition.
 
     Raises
     ------
     ValueError
-        On an unknown ``placement``, or dropout types other than
+        On an unknown ``placement``, dropout types other than
         :class:`torch.nn.Dropout` (their masks are not the Bernoulli q of MC
-        dropout here).
+        dropout here), or an LSTM/GRU with torch's own ``dropout`` between
+        its layers that ``placement`` does not replace.
     """
     if placement not in DROPOUT_PLACEMENTS:
         raise ValueError(f"Unknown placement {placement!r}; choose one of {DROPOUT_PLACEMENTS}.")
     convs = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
     recurrent_layers = {}
     if placement == "all":
-        for cls_name, torch_cls in (("VariationalLSTM", nn.LSTM), ("VariationalGRU", nn.GRU)):
-            for cls in _layer_types(cls_name):
-                recurrent_layers[torch_cls] = lambda m, cls=cls: cls.from_module(
-                    m, dropout_rate=dropout_rate, prior_scale=prior_scale, **(recurrent or {})
-                )
-        for cls in _layer_types("EmbeddingDropout"):
-            recurrent_layers[nn.Embedding] = lambda m, cls=cls: cls.from_module(
-                m, dropout_rate=dropout_rate, prior_scale=prior_scale
+        for torch_cls, cls in ((nn.LSTM, VariationalLSTM), (nn.GRU, VariationalGRU)):
+            recurrent_layers[torch_cls] = lambda m, cls=cls: cls.from_module(
+                m, dropout_rate=dropout_rate, prior_scale=prior_scale, **(recurrent or {})
             )
+        recurrent_layers[nn.Embedding] = lambda m: EmbeddingDropout.from_module(
+            m, dropout_rate=dropout_rate, prior_scale=prior_scale
+        )
 
     # Walking the layers in definition order (the order of a Sequential):
     # whether the output of the last layer is already dropped, so that a
@@ -308,38 +371,56 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
                 f"MC dropout handles torch.nn.Dropout only; the module has {type(child).__name__}."
             )
         if isinstance(child, MCDropoutLayer):
-            pending = True
+            pending = not getattr(child, "drops_output_of_previous", False)
             return child
+        if isinstance(child, nn.RNNBase) and child.dropout > 0 and type(child) not in recurrent_layers:
+            raise ValueError(
+                f"The module's {type(child).__name__} has dropout={child.dropout} between its layers: torch draws "
+                "those masks from the global generator, per step, and turns them off at prediction. Set "
+                "dropout=0 and use placement='all' (or skbayes.nn.VariationalLSTM/VariationalGRU)."
+            )
         if type(child) is nn.Linear and placement in ("all", "dense") and not pending:
             return nn.Sequential(MCDropoutLayer(dropout_rate), child)
         if _own_parameters(child) or isinstance(child, StochasticLayer):
             pending = False
         if type(child) in convs and placement == "all":
             pending = True
-            return nn.Sequential(child, MCDropoutLayer(dropout_rate))
+            mask = MCDropoutLayer(dropout_rate)
+            # the mask zeroes the convolution's kernels patch by patch (Gal 2016, section 3.4.1):
+            # the KL condition's 1/(1-p) goes on the convolution, not on the next layer
+            mask.drops_output_of_previous = True
+            return nn.Sequential(child, mask)
         if type(child) in recurrent_layers:
             return recurrent_layers[type(child)](child)
         return None
 
     wrapper = nn.Sequential(module)
     _replace_children(wrapper, replace)
-    return wrapper[0], _dropped_input_weights(wrapper[0])
+    return wrapper[0], _dropped_weights(wrapper[0])
 
 
-def _dropped_input_weights(module):
-    """Names of the weights of the layers whose input a dropout layer drops (in definition order).
+def _dropped_weights(module):
+    """The weights the dropout masks act on, each with the mask's rate (in definition order).
 
-    A dropout layer's mask reaches the next layer with parameters through
-    any parameter-free layers (activations, pooling, reshapes).
+    A mask on a layer's input reaches the next layer with parameters through
+    any parameter-free layers (activations, pooling, reshapes); a mask that
+    :func:`to_mc_dropout` puts after a convolution acts on that convolution's
+    kernels.
     """
-    dropped, pending = set(), False
+    dropped, pending, previous = {}, None, None
     for name, sub in module.named_modules():
         if isinstance(sub, MCDropoutLayer):
-            pending = True
+            if getattr(sub, "drops_output_of_previous", False):
+                if previous is not None:
+                    dropped[previous] = sub.dropout_rate
+            else:
+                pending = sub.dropout_rate
         elif _own_parameters(sub) or isinstance(sub, StochasticLayer):
-            if pending and not isinstance(sub, StochasticLayer) and "weight" in sub._parameters:
-                dropped.add(f"{name}.weight")
-            pending = False
+            plain = not isinstance(sub, StochasticLayer) and "weight" in sub._parameters
+            previous = f"{name}.weight" if plain else None
+            if pending is not None and plain:
+                dropped[previous] = pending
+            pending = None
     return dropped
 
 
@@ -371,8 +452,9 @@ class BayesianModuleNetwork(nn.Module):
         \mathrm{KL} \approx \sum_{\text{stochastic layers}} \mathrm{KL}_\ell
             + \sum_{\theta} \frac{c_\theta}{2 s^2} \lVert \theta \rVert^2,
 
-    with c = 1/(1-p) for the weights of a layer whose input is dropped and 1
-    otherwise.
+    with c = 1/(1-p) for the weights that a dropout mask of rate p acts on
+    (the layer whose input is dropped, or the convolution whose output is,
+    Gal 2016, section 3.4.1) and 1 otherwise.
 
     Parameters
     ----------
@@ -385,16 +467,18 @@ class BayesianModuleNetwork(nn.Module):
         they are.
     prior_scale : float, default=1.0
         Prior standard deviation s of the point-estimated parameters.
-    dropped_inputs : set of str, optional
-        Names of the parameters that get c = 1/(1-p).
-    dropout_rate : float, default=0.0
-        p of those.
+    dropped_weights : dict of str to float, optional
+        Names of the parameters a dropout mask acts on, and the mask's rate p
+        (:func:`to_mc_dropout` returns them).
+
+    Raises
+    ------
+    ValueError
+        If ``input_shape`` does not hold ``n_features`` values, or the module
+        does not return ``n_outputs`` values per input.
     """
 
-    def __init__(
-        self, module, n_features, n_outputs, *, input_shape=None, prior_scale=1.0, dropped_inputs=(),
-        dropout_rate=0.0,
-    ):
+    def __init__(self, module, n_features, n_outputs, *, input_shape=None, prior_scale=1.0, dropped_weights=None):
         super().__init__()
         if input_shape is not None and math.prod(input_shape) != n_features:
             raise ValueError(f"input_shape {tuple(input_shape)} does not hold {n_features} features.")
@@ -408,13 +492,14 @@ class BayesianModuleNetwork(nn.Module):
             if isinstance(m, StochasticLayer)
             for p, _ in m.named_parameters()
         }
-        scale = 1.0 / (1.0 - dropout_rate)
+        dropped_weights = dropped_weights or {}
         # parameter name -> c / (2 s^2) of its weight decay
         self.decay = {
-            name: (scale if name in dropped_inputs else 1.0) / (2 * self.prior_scale**2)
+            name: 1.0 / ((1.0 - dropped_weights.get(name, 0.0)) * 2 * self.prior_scale**2)
             for name, _ in module.named_parameters()
             if name not in stochastic
         }
+        self.widest = check_module_output(module, self.input_shape or (self.n_features,), self.n_outputs)
 
     def _module_pass(self, x):
         h, lead = _rows_to_inputs(x, self.input_shape)
@@ -477,7 +562,8 @@ class BayesianModuleNetwork(nn.Module):
 
     def prediction_row_size(self, parameters):
         """Values held per row by :meth:`forward_with` (sizes the prediction blocks)."""
-        return _ACTIVATION_FACTOR * self.n_features + len(parameters) * self.n_outputs
+        # one pass at a time: two consecutive layer outputs, and the outputs of all passes
+        return 2 * self.widest + len(parameters) * self.n_outputs
 
 
 class StackedModuleNetwork(nn.Module):
@@ -488,7 +574,8 @@ class StackedModuleNetwork(nn.Module):
     size M and evaluated together with :func:`torch.func.vmap` over
     :func:`torch.func.functional_call` (one member after the other for
     torch's recurrent layers). The members are deterministic: the module's
-    dropout layers are removed from them. Implements the
+    dropout layers, and the ``dropout`` between stacked LSTM/GRU layers, are
+    removed from them. Implements the
     finite-member protocol of :class:`~skbayes.nn.StackedMLP`, with the
     N(0, prior_scale^2) prior on every parameter.
 
@@ -504,7 +591,9 @@ class StackedModuleNetwork(nn.Module):
     ------
     ValueError
         If the members hold buffers (e.g. batch normalisation's running
-        statistics), which the members cannot share here, or no members.
+        statistics), which the members cannot share here, if there are no
+        members, or if the module does not return ``n_outputs`` values per
+        input.
     """
 
     def __init__(self, modules, n_features, n_outputs, *, input_shape=None, prior_scale=1.0):
@@ -533,7 +622,11 @@ class StackedModuleNetwork(nn.Module):
             nn.Sequential(copy.deepcopy(modules[0])),
             lambda m: nn.Identity() if isinstance(m, nn.modules.dropout._DropoutNd) else None,
         )[0]
+        for layer in base.modules():
+            if isinstance(layer, nn.RNNBase):
+                layer.dropout = 0.0  # torch's dropout between stacked recurrent layers, off as well
         object.__setattr__(self, "_base", base)
+        self.widest = check_module_output(base, self.input_shape or (self.n_features,), self.n_outputs)
 
     def train(self, mode=True):
         # the structure follows the network's mode (cuDNN's LSTM backward needs training mode)
@@ -600,7 +693,8 @@ class StackedModuleNetwork(nn.Module):
 
     def prediction_row_size(self, parameters):
         """Values held per row by :meth:`forward_with` (sizes the prediction blocks)."""
-        return len(parameters[0]) * (_ACTIVATION_FACTOR * self.n_features + self.n_outputs)
+        # every member at once: two consecutive layer outputs and the output of each
+        return len(parameters[0]) * (2 * self.widest + self.n_outputs)
 
     def member_neg_log_prior(self):
         """sum(w^2) / (2 s^2) over each member's parameters, shape (n_members,)."""

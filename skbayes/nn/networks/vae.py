@@ -59,7 +59,7 @@ from ..._docstrings import fill
 from ..functional import ACTIVATIONS, gaussian_log_prob
 from ..likelihoods import BernoulliLikelihood, GaussianLikelihood
 from .mlp import MLP
-from .module import _outputs_to_rows, _rows_to_inputs
+from .module import _outputs_to_rows, _rows_to_inputs, probe_widths
 
 __doc__ = fill(__doc__)
 
@@ -245,47 +245,6 @@ class ConvDecoder(nn.Module):
         for i, deconv in enumerate(self.deconvs):
             h = deconv(h if i == 0 else act(h))
         return h
-
-
-def probe_widths(body, input_shape):
-    """Output width and widest layer output of a module, per input, from one forward pass on zeros.
-
-    The pass runs in evaluation mode without gradients (so batch
-    normalisation statistics are left alone) and the module's mode is
-    restored afterwards.
-
-    Parameters
-    ----------
-    body : torch.nn.Module
-        Maps (B, *input_shape) to (B, ...).
-    input_shape : tuple of int
-
-    Returns
-    -------
-    n_outputs : int
-        Number of values of one output (its trailing dimensions flattened).
-    widest : int
-        Largest number of values any of the module's layers outputs for one
-        input (sizes the prediction blocks).
-    """
-    widths = []
-
-    def record(module, inputs, output):
-        widths.append(output.numel() if torch.is_tensor(output) else 0)
-
-    first = next(body.parameters(), None)
-    options = {} if first is None else {"device": first.device, "dtype": first.dtype}
-    hooks = [module.register_forward_hook(record) for module in body.modules()]
-    training = body.training
-    try:
-        body.eval()
-        with torch.no_grad():
-            out = body(torch.zeros((1, *input_shape), **options))
-    finally:
-        body.train(training)
-        for hook in hooks:
-            hook.remove()
-    return out.numel(), max(widths, default=0)
 
 
 class ModuleEncoder(nn.Module):
