@@ -190,6 +190,31 @@ def dropout_mask(shape, rate, like, generator=None):
     return (standard_uniform(shape, like, generator) < keep).to(like.dtype) / keep
 
 
+def dropout_weight_decay(tensor, prior_scale, rate=0.0):
+    r"""The KL condition of MC dropout for one weight tensor: l^2 / (2(1-p)) ||W||^2, l = 1/prior_scale.
+
+    Gal 2016, eq. 3.13, in the inverted-dropout form (kept units scaled by
+    1/(1-p), so the stored weights are (1-p) times the unscaled ones): the
+    KL(q || p) of a Bernoulli q over the rows of W and a N(0, l^{-2}) prior,
+    up to a constant, in nats. ``rate=0`` gives the plain Gaussian weight
+    decay l^2/2 ||W||^2 of a parameter no mask acts on (biases, point
+    estimates).
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+    prior_scale : float
+        Prior standard deviation 1/l (> 0).
+    rate : float in [0, 1), default=0.0
+        Drop probability p of the mask acting on ``tensor``.
+
+    Returns
+    -------
+    penalty : torch.Tensor, scalar
+    """
+    return 0.5 * (1.0 / prior_scale**2) / (1.0 - rate) * tensor.pow(2).sum()
+
+
 def feed_forward(x, layers, activation="relu", apply=None):
     """Pass ``x`` through ``layers`` with the activation between consecutive layers.
 

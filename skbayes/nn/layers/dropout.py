@@ -12,7 +12,7 @@ References
 import torch
 from torch import nn
 
-from ..functional import dropout_mask, uniform_init
+from ..functional import dropout_mask, dropout_weight_decay, uniform_init
 from .noise import StochasticLayer
 
 __all__ = ["DropoutLinear", "MCDropoutLayer"]
@@ -88,9 +88,8 @@ class DropoutLinear(nn.Module):
     def kl(self):
         """KL-condition penalty l^2/(2(1-p)) ||W||^2 + l^2/2 ||b||^2 ([Gal2016]_ eq. 3.13,
         inverted-dropout form), a scalar in nats up to a constant."""
-        l2 = 1.0 / self.prior_scale**2
-        return 0.5 * l2 / (1.0 - self.dropout_rate) * self.weight.pow(2).sum() + (
-            0.5 * l2 * self.bias.pow(2).sum()
+        return dropout_weight_decay(self.weight, self.prior_scale, self.dropout_rate) + dropout_weight_decay(
+            self.bias, self.prior_scale
         )
 
 

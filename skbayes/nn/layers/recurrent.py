@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..functional import dropout_mask, standard_normal, standard_uniform, uniform_init
+from ..functional import dropout_mask, dropout_weight_decay, standard_normal, standard_uniform, uniform_init
 from .noise import StochasticLayer
 
 __all__ = ["EmbeddingDropout", "VariationalGRU", "VariationalLSTM"]
@@ -266,15 +266,13 @@ class _VariationalRNN(StochasticLayer):
         ``dropout_rate`` (inputs of every layer) and p_r the
         ``recurrent_dropout_rate``.
         """
-        l2 = 1.0 / self.prior_scale**2
-        c_ih = 0.5 * l2 / (1.0 - self.dropout_rate)
-        c_hh = 0.5 * l2 / (1.0 - self.recurrent_dropout_rate)
         total = 0.0
         for k in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = self._layer_weights(k)
-            total = total + c_ih * w_ih.pow(2).sum() + c_hh * w_hh.pow(2).sum()
+            total = total + dropout_weight_decay(w_ih, self.prior_scale, self.dropout_rate)
+            total = total + dropout_weight_decay(w_hh, self.prior_scale, self.recurrent_dropout_rate)
             if b_ih is not None:
-                total = total + 0.5 * l2 * (b_ih.pow(2).sum() + b_hh.pow(2).sum())
+                total = total + dropout_weight_decay(b_ih, self.prior_scale) + dropout_weight_decay(b_hh, self.prior_scale)
         return total
 
     def extra_repr(self):
@@ -519,7 +517,7 @@ class EmbeddingDropout(StochasticLayer):
     def kl(self):
         """KL-condition penalty l^2/(2(1-p)) ||W_E||^2, l = 1/prior_scale (inverted-dropout form of
         :meth:`~skbayes.nn.layers.DropoutLinear.kl`), a scalar in nats up to a constant."""
-        return 0.5 / (self.prior_scale**2 * (1.0 - self.dropout_rate)) * self.weight.pow(2).sum()
+        return dropout_weight_decay(self.weight, self.prior_scale, self.dropout_rate)
 
     def extra_repr(self):
         return (

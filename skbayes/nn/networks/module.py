@@ -32,6 +32,7 @@ import warnings
 import torch
 from torch import nn
 
+from ..functional import dropout_weight_decay
 from ..layers import EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, VariationalGRU, VariationalLSTM
 from ..layers.dropout import MCDropoutLayer
 from ..layers.noise import StochasticLayer, noise_context
@@ -493,11 +494,9 @@ class BayesianModuleNetwork(nn.Module):
             for p, _ in m.named_parameters()
         }
         dropped_weights = dropped_weights or {}
-        # parameter name -> c / (2 s^2) of its weight decay
+        # point-estimated parameter name -> the rate of the mask acting on it (0: none)
         self.decay = {
-            name: 1.0 / ((1.0 - dropped_weights.get(name, 0.0)) * 2 * self.prior_scale**2)
-            for name, _ in module.named_parameters()
-            if name not in stochastic
+            name: dropped_weights.get(name, 0.0) for name, _ in module.named_parameters() if name not in stochastic
         }
         self.widest = check_module_output(module, self.input_shape or (self.n_features,), self.n_outputs)
 
@@ -526,7 +525,9 @@ class BayesianModuleNetwork(nn.Module):
         """KL(q || p) of the stochastic layers plus the weight decay of the other parameters (nats)."""
         total = sum(m.kl() for m in self.module.modules() if isinstance(m, StochasticLayer))
         parameters = dict(self.module.named_parameters())
-        return total + sum(c * parameters[name].pow(2).sum() for name, c in self.decay.items())
+        return total + sum(
+            dropout_weight_decay(parameters[name], self.prior_scale, rate) for name, rate in self.decay.items()
+        )
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` draws, each a seed of the generator of one prediction pass.
