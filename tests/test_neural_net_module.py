@@ -687,3 +687,25 @@ def test_early_stopping_scores_the_module_in_evaluation_mode():
     # training passes, then the validation passes of each epoch (n_mc_predict draws, in evaluation mode)
     assert True in seen and False in seen
     assert not model.module_.training
+
+
+class _TiedEmbedding(nn.Module):
+    """A language-model head tied to the embedding (the same (10, 4) weight)."""
+
+    def __init__(self, n_features, n_outputs):
+        super().__init__()
+        self.embedding = nn.Embedding(10, 4)
+        self.decoder = nn.Linear(4, 10)
+        self.decoder.weight = self.embedding.weight
+        self.head = nn.Linear(10 * n_features, n_outputs)
+
+    def forward(self, x):
+        return self.head(self.decoder(self.embedding(x.long().clamp(0, 9))).flatten(1))
+
+
+def test_converting_tied_weights_is_refused():
+    with pytest.raises(ValueError, match="untie the weights.*Embedding, Linear"):
+        to_mc_dropout(_TiedEmbedding(3, 1), 0.1, placement="all")
+    with pytest.raises(ValueError, match="untie the weights"):
+        to_mean_field(_TiedEmbedding(3, 1))
+    to_mc_dropout(_TiedEmbedding(3, 1), 0.1, placement="existing")  # nothing converted: the tie stays

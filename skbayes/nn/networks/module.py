@@ -195,6 +195,25 @@ def _replace_children(module, replace):
     return module
 
 
+def _refuse_tied_parameters(module, converted_types, method):
+    """Raise if a layer ``method`` would convert shares a parameter with another layer (weight tying).
+
+    Converting copies the weights into new parameters, which would silently
+    untie them.
+    """
+    owners = {}
+    for layer in module.modules():
+        for parameter in layer.parameters(recurse=False):
+            owners.setdefault(id(parameter), []).append(layer)
+    for layers in owners.values():
+        if len(layers) > 1 and any(type(layer) in converted_types for layer in layers):
+            names = ", ".join(sorted({type(layer).__name__ for layer in layers}))
+            raise ValueError(
+                f"{method} would untie the weights the module's {names} layers share (weight tying); "
+                "use DeepEnsemble or SGHMC, or untie them."
+            )
+
+
 def _own_parameters(module):
     return any(True for _ in module.parameters(recurse=False))
 
@@ -282,6 +301,7 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
                 return convert(child, **options)
         return None
 
+    _refuse_tied_parameters(module, tuple(conversions), "MeanFieldVI")
     if type(module) in conversions:
         module = replace(module)
     else:
@@ -395,6 +415,7 @@ def to_mc_dropout(module, dropout_rate, *, placement="all", prior_scale=1.0, rec
             return recurrent_layers[type(child)](child)
         return None
 
+    _refuse_tied_parameters(module, tuple(recurrent_layers), "MCDropout")
     wrapper = nn.Sequential(module)
     _replace_children(wrapper, replace)
     return wrapper[0], _dropped_weights(wrapper[0])
