@@ -58,24 +58,14 @@ from sklearn.exceptions import ConvergenceWarning
 from skbayes import VAE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, output_paths, print_written, run_saving, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, mnist_data_home, output_paths, print_written, run_saving, write_atomic,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TRAIN = 8000
 IMAGE = (1, 28, 28)
 QUICK = {"n_train": 1000, "n_test": 500, "epochs": 2}
-
-
-def data_home(path=None):
-    """``path``, else $SKBAYES_DATA_HOME, else ../shared/data beside the checkout (or a folder above it)."""
-    import os
-
-    if path or os.environ.get("SKBAYES_DATA_HOME"):
-        return Path(path or os.environ["SKBAYES_DATA_HOME"])
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data" / "mnist").is_dir():
-            return parent / "shared" / "data"
-    raise FileNotFoundError("MNIST files not found: pass --data-home or set SKBAYES_DATA_HOME")
 
 
 def load_binarised_mnist(home):
@@ -197,7 +187,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
-    X_train, X_test = load_binarised_mnist(data_home(args.data_home))
+    X_train, X_test = load_binarised_mnist(mnist_data_home(args.data_home))
     if args.quick:
         X_train, X_test = X_train[: QUICK["n_train"]], X_test[: QUICK["n_test"]]
     json_path, md_path = output_paths(args, "vae_conv_mnist")
