@@ -287,8 +287,8 @@ def test_sghmc_samples_a_module_but_not_with_a_functional_prior():
 
 def test_other_unsupported_settings_raise():
     X, y = _regression()
-    with pytest.raises(ValueError, match="init='iblm'.*init='default'"):
-        BayesianNeuralNetRegressor(MLP, inference=MeanFieldVI(init="iblm"), **_small()).fit(X, y)
+    with pytest.raises(ValueError, match="init='xavier'.*init='default' or init='iblm'"):
+        BayesianNeuralNetRegressor(MLP, inference=MeanFieldVI(init="xavier"), **_small()).fit(X, y)
     images, target = _images()
 
     def dropout2d(n_outputs):

@@ -3,7 +3,7 @@
 from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
-from ..nn import INITIALIZATIONS, BayesianMLP
+from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
 
@@ -28,10 +28,15 @@ def bayesian_mlp(kind, n_features, n_outputs, settings, factory, **layer_options
 
 
 def initialize_mean_field(init, module, X, Y, settings, generator):
-    """Apply the posterior initialisation ``init`` (a key of INITIALIZATIONS) to a mean-field network."""
+    """Apply the posterior initialisation ``init`` to a mean-field network.
+
+    ``init`` is a key of INITIALIZATIONS, or of MODULE_INITIALIZATIONS for a
+    network around a torch module.
+    """
     likelihood = module["likelihood"]
     noise_std = likelihood.noise_std.detach() if hasattr(likelihood, "noise_std") else None
-    INITIALIZATIONS[init](
+    table = MODULE_INITIALIZATIONS if isinstance(module["network"], BayesianModuleNetwork) else INITIALIZATIONS
+    table[init](
         module["network"], X, Y, prior_scale=settings.prior_scale, noise_std=noise_std, generator=generator
     )
 
@@ -55,7 +60,10 @@ class MeanFieldVI(InferenceMethod):
         standard deviations; ``"iblm"`` fits Bayesian linear regression layer
         by layer (I-BLM, Rossi 2022, chapter 3), which keeps VI from
         collapsing to the prior; the others are the alternatives compared
-        there (section 3.3).
+        there (section 3.3). A torch module
+        (:class:`~skbayes.BayesianNeuralNetClassifier`, ...) takes
+        ``"default"`` or ``"iblm"``, its convolutions initialised from their
+        input patches (:func:`skbayes.nn.init.iblm_init_module`).
     n_mc_train : int, default=1
         Monte-Carlo draws of the weights per row and step.
     kl_warmup_epochs : int, default=0
@@ -96,9 +104,10 @@ class MeanFieldVI(InferenceMethod):
         )
 
     def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
-        if self.init != "default":
+        if self.init not in MODULE_INITIALIZATIONS:
             raise ValueError(
-                f"MeanFieldVI(init={self.init!r}) initialises MLPs only; a torch module takes init='default'."
+                f"MeanFieldVI(init={self.init!r}) initialises MLPs only; a torch module takes init='default' or "
+                "init='iblm'."
             )
         (seed,) = module_seeds(generator, 1)
         module = to_mean_field(
@@ -111,7 +120,7 @@ class MeanFieldVI(InferenceMethod):
         )
 
     def prepare(self, module, X, Y, settings, context):
-        if not context.warm_start and settings.module is None:
+        if not context.warm_start:
             initialize_mean_field(self.init, module, X, Y, settings, context.generator)
         return super().prepare(module, X, Y, settings, context)
 

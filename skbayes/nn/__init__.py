@@ -35,7 +35,7 @@ from .divergences import discriminator_kl, discriminator_loss, kl_standard_norma
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
-from .init import INITIALIZATIONS, blr_mean_field, iblm_init
+from .init import INITIALIZATIONS, MODULE_INITIALIZATIONS, blr_mean_field, iblm_init, iblm_init_module
 from .kernels import (
     BoundedPositive,
     ConstantKernel,
@@ -121,6 +121,7 @@ __all__ = [
     "INITIALIZATIONS",
     "LOG_2PI",
     "MLP",
+    "MODULE_INITIALIZATIONS",
     "OBJECTIVES",
     "SGHMC",
     "SVGP",
@@ -198,6 +199,7 @@ __all__ = [
     "gaussian_weight_draws",
     "half_integer_matern",
     "iblm_init",
+    "iblm_init_module",
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
