@@ -204,15 +204,13 @@ def iblm_init(
     * Hidden units: each regresses on its own bootstrap minibatch of
       min(``batch_size``, n) rows (the thesis draws a fresh minibatch per
       unit; the differences between minibatches are what make the units
-      differ), onto target column j mod k, centred (its mean over the n
-      rows subtracted), with the sign (-1)^(j // k). Centring and the
-      alternating sign are library choices not in the thesis (which leaves
-      the hidden units' targets open): centring moves the unit's bias only,
-      the sign flips the solution only, and after a ReLU half of the units
-      keep the above-mean part of the target and the other half the
-      below-mean part. Without centring, the classification targets below
-      (about -7 off the true class) leave every unit of sign +1 dead after
-      a ReLU.
+      differ), onto target column j mod k with the sign (-1)^(j // k). The
+      alternating sign is a library choice not in the thesis (which leaves
+      the hidden units' targets open): it flips the solution only, and after
+      a ReLU keeps the positive part of the target in half of the units and
+      the negative part in the other half. (:func:`iblm_init_module` also
+      centres the hidden units' targets; this MLP path keeps its original
+      targets.)
     * Targets: Y for regression, with noise variance ``noise_std``^2 per
       column. For classification, the one-hot labels transformed as
       log(Y + a) - v/2 with per-entry noise variance v = log(1/(Y + a) + 1),
@@ -243,7 +241,6 @@ def iblm_init(
     _check_mean_field(network)
     prior_var = float(prior_scale) ** 2
     targets, noise_var = _targets(network.layers[-1].out_features, Y, noise_std)
-    center = targets.mean(dim=0)
     n, k = targets.shape
     n_layers = len(network.layers)
     for index, layer in enumerate(network.layers):
@@ -261,9 +258,7 @@ def iblm_init(
             idx = rows[part]
             h = _propagate(network, X[idx], index, generator)
             phi = torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
-            m, s = _solve_units(
-                phi, idx, column[part], sign[part], targets, noise_var, prior_var, None if shared else center
-            )
+            m, s = _solve_units(phi, idx, column[part], sign[part], targets, noise_var, prior_var, None)
             mean[:, part] = m.to(mean.dtype)
             std[:, part] = s.to(std.dtype)
         _set_layer(layer, mean, std)
