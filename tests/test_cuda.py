@@ -175,7 +175,7 @@ class _TinyLSTM(torch.nn.Module):
         return self.out(self.lstm(x)[0][:, -1])
 
 
-MODULE_METHODS = [MCDropout(dropout_rate=0.1), MeanFieldVI(), DeepEnsemble(n_estimators=3),
+MODULE_METHODS = [MCDropout(dropout_rate=0.1), MeanFieldVI(), MeanFieldVI(init="iblm"), DeepEnsemble(n_estimators=3),
                   SGHMC(burn_in=4, thinning=1, n_kept_samples=4)]
 
 
