@@ -709,3 +709,21 @@ def test_converting_tied_weights_is_refused():
     with pytest.raises(ValueError, match="untie the weights"):
         to_mean_field(_TiedEmbedding(3, 1))
     to_mc_dropout(_TiedEmbedding(3, 1), 0.1, placement="existing")  # nothing converted: the tie stays
+
+
+class _Scale(nn.Module):
+    """A layer with a raw parameter and no reset_parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def test_an_instance_with_layers_that_cannot_be_reset_warns():
+    X, y = _regression()
+    instance = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1), _Scale())
+    with pytest.warns(UserWarning, match="without reset_parameters \\(_Scale\\)"):
+        BayesianNeuralNetRegressor(instance, inference=DeepEnsemble(n_estimators=2), **_small()).fit(X, y)
