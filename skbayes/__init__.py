@@ -3,6 +3,7 @@
 from .base import DeviceWarning
 from .decomposition import VAE
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
+from .mixture import BayesianGaussianMixture
 from .neural_network import (
     BayesianMLPClassifier,
     BayesianMLPRegressor,
@@ -13,6 +14,7 @@ from .neural_network import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BayesianGaussianMixture",
     "BayesianMLPClassifier",
     "BayesianMLPRegressor",
     "BayesianNeuralNetClassifier",

@@ -1,6 +1,6 @@
 """The one place that imports scikit-learn's private validation helpers.
 
-``Interval``, ``StrOptions``, ``validate_params`` and ``_fit_context`` are
+``Interval``, ``Options``, ``StrOptions``, ``validate_params`` and ``_fit_context`` are
 private in scikit-learn; importing them here only keeps a future rename to a
 one-line fix. The constraints of the parameters that every estimator hands to
 the shared training loop live here too, so that they are declared once, and
@@ -13,11 +13,12 @@ import functools
 from numbers import Integral, Real
 
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, Options, StrOptions, validate_params
 
 __all__ = [
     "EARLY_STOPPING_CONSTRAINTS",
     "Interval",
+    "Options",
     "StrOptions",
     "TRAINING_CONSTRAINTS",
     "_fit_context",

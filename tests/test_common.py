@@ -11,6 +11,7 @@ from skbayes.inference import MNF, PBP, SGHMC, BayesByGAN, BayesByHypernet, Deep
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
+    "BayesianGaussianMixture": {"n_components": 2, "max_iter": 20, "random_state": 0},
     "BayesianMLPClassifier": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
     "BayesianMLPRegressor": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
     "BayesianNeuralNetClassifier": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},

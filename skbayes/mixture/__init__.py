@@ -1,0 +1,5 @@
+"""Mixture models."""
+
+from ._bayesian_mixture import BayesianGaussianMixture
+
+__all__ = ["BayesianGaussianMixture"]
