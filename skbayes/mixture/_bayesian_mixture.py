@@ -500,8 +500,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         if first:
             random_state = check_random_state(self.random_state)
             self._set_priors(X)
-            self._stream_seed = self._seeds(random_state, 1)[0]
             self._initial = self._initial_resp(X, random_state)
+            self._stream_seed = self._seeds(random_state, 1)[0]
             self.n_seen_, self.n_iter_, self.converged_ = 0, 0, False
             self.lower_bounds_, self.lower_bound_ = [], -np.inf
             self._start_svi(X.shape[0])
