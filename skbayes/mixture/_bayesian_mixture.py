@@ -425,13 +425,14 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
             if do_init:
                 params = self._m_step(Xc, self._to_tensor(self._initial_resp(X, random_state)))
                 self._start_svi(X.shape[0])
+                self._stream_seed = self._seeds(random_state, 1)[0]
                 bound = -np.inf
             else:
                 params, bound = self._params(), self.lower_bound_
             if self.learning_method == "batch":
                 params, bounds, converged = self._fit_batch(Xc, params, bound)
             else:
-                generator = self._generator(self._seeds(random_state, 1)[0])
+                generator = self._generator(self._stream_seed + self.n_steps_)
                 params, bounds, converged = self._fit_online(Xc, params, bound, generator)
         self._store(params)
         self.n_iter_ = len(bounds)
