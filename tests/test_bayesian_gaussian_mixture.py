@@ -264,3 +264,16 @@ def test_cuda_matches_cpu():
     gpu = _fit_quietly(BayesianGaussianMixture(**params, device="cuda"), X_SMALL)
     np.testing.assert_allclose(gpu.means_, cpu.means_, rtol=1e-8)
     np.testing.assert_allclose(gpu.score_samples(X_SMALL), cpu.score_samples(X_SMALL), rtol=1e-8)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_float32_streaming_recovers_offset_blobs(device, covariance_type):
+    model = BayesianGaussianMixture(n_components=3, covariance_type=covariance_type, batch_size=100, random_state=0,
+                                    device=device, dtype="float32")
+    for chunk in np.array_split(X_BLOBS + 100.0, 10):  # an offset: the data are centred at mean_prior_
+        model.partial_fit(chunk)
+    assert model.dtype_ == "float32" and model.device_.type == device
+    np.testing.assert_allclose(_sorted_means(model), CENTRES + 100.0, atol=0.1)
+    assert np.isfinite(model.score_samples(X_BLOBS[:50] + 100.0)).all()
