@@ -30,7 +30,7 @@ def _fit_quietly(model, X):
 
 @pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 @pytest.mark.parametrize("weight_prior", WEIGHT_PRIORS)
-@pytest.mark.parametrize("init_params", ["random", "kmeans"])
+@pytest.mark.parametrize("init_params", ["random", "kmeans", "k-means++", "random_from_data"])
 def test_batch_reproduces_sklearn(covariance_type, weight_prior, init_params):
     """Same priors and the same initial responsibilities (same seed, same draws): same CAVI iterates."""
     params = dict(n_components=4, covariance_type=covariance_type, weight_concentration_prior_type=weight_prior,
@@ -46,6 +46,16 @@ def test_batch_reproduces_sklearn(covariance_type, weight_prior, init_params):
     np.testing.assert_allclose(ours.weight_concentration_, ref.weight_concentration_, rtol=1e-8)
     np.testing.assert_allclose(ours.predict_proba(X_SMALL), ref.predict_proba(X_SMALL), atol=1e-8)
     np.testing.assert_array_equal(ours.predict(X_SMALL), ref.predict(X_SMALL))
+
+
+def test_warm_start_continues_like_sklearn():
+    params = dict(n_components=3, init_params="random", random_state=2, max_iter=3, warm_start=True)
+    ours, ref = BayesianGaussianMixture(**params, device="cpu"), SklearnBGM(**params)
+    for _ in range(3):
+        _fit_quietly(ours, X_SMALL)
+        _fit_quietly(ref, X_SMALL)
+        np.testing.assert_allclose(ours.lower_bounds_, ref.lower_bounds_, rtol=1e-10)
+    np.testing.assert_allclose(ours.means_, ref.means_, rtol=1e-8)
 
 
 @pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)

@@ -325,7 +325,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
             resp = random_state.uniform(size=(n_samples, self.n_components))
             resp /= resp.sum(axis=1)[:, np.newaxis]
         elif self.init_params == "random_from_data":
-            resp[random_state.choice(n_samples, size=self.n_components, replace=False), np.arange(self.n_components)] = 1
+            rows = random_state.choice(n_samples, size=self.n_components, replace=False)
+            resp[rows, np.arange(self.n_components)] = 1
         else:
             _, indices = kmeans_plusplus(X, self.n_components, random_state=random_state)
             resp[indices, np.arange(self.n_components)] = 1
