@@ -255,6 +255,8 @@ def test_errors():
         BayesianGaussianMixture(n_init=2).fit(X_SMALL)
     with pytest.raises(ValueError, match="covariance_prior"):
         BayesianGaussianMixture(covariance_prior=np.ones(2), device="cpu").fit(X_SMALL)
+    with pytest.raises(ValueError, match="n_samples"):
+        BayesianGaussianMixture(device="cpu").fit(X_SMALL).sample(0)
 
 
 def test_float32_and_pickle_round_trip():

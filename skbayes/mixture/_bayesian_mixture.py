@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import Interval, Options, StrOptions, _fit_context
+from .._param_validation import N_DRAWS, Interval, Options, StrOptions, _fit_context, validate_method_params
 from ..base import TorchEstimatorMixin
 from ..nn.variational import gaussian_mixture as gm
 
@@ -600,6 +600,7 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         """
         return float(self.score_samples(X).mean())
 
+    @validate_method_params(n_samples=N_DRAWS)
     def sample(self, n_samples=1):
         """Draw rows from the posterior predictive (the Student-t mixture).
 
@@ -619,11 +620,9 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            If ``n_samples`` < 1.
+            If ``n_samples`` is not a positive integer.
         """
         check_is_fitted(self)
-        if n_samples < 1:
-            raise ValueError(f"Invalid value for 'n_samples': {n_samples}. The sampling requires at least one sample.")
         rng = check_random_state(self.random_state)
         d = self.means_.shape[1]
         counts = rng.multinomial(n_samples, self.weights_ / self.weights_.sum())
