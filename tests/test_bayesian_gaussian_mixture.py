@@ -149,6 +149,38 @@ def test_elbo_is_the_reduced_bound_plus_a_constant_after_cavi(covariance_type, w
     assert np.all(np.diff(elbos) > -1e-9)
 
 
+def test_gauss_wishart_kl_matches_monte_carlo():
+    """KL(q(mu, Lambda) || p(mu, Lambda)) of the ELBO against draws from scipy's Wishart and a normal."""
+    to = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
+    prior = gm.prior_natural_parameters(1, 1.0, 0.5, to([0.2, -0.1]), 3.0, to([[1.5, 0.2], [0.2, 0.8]]), "full",
+                                        "dirichlet_distribution")
+    X = to(np.random.RandomState(0).randn(12, 2) + [1.0, 0.5])
+    resp = torch.ones(12, 1, dtype=torch.float64)
+    q = gm.posterior_natural_parameters(prior, gm.sufficient_statistics(X, resp, "full"))
+    exact = float(gm._kl_gauss_wishart(q, prior, "full"))
+
+    def moments(params):
+        mean, w_inv = gm.moment_parameters(params, "full")
+        return mean[0].numpy(), np.linalg.inv(w_inv[0].numpy()), float(params.degrees_of_freedom[0]), float(
+            params.mean_precision[0])
+
+    def log_density(params, mus, lams):
+        mean, w, nu, beta = moments(params)
+        diff = mus - mean
+        quad = np.einsum("si,sij,sj->s", diff, beta * lams, diff)
+        log_normal = 0.5 * np.linalg.slogdet(beta * lams)[1] - np.log(2 * np.pi) - 0.5 * quad
+        return stats.wishart(df=nu, scale=w).logpdf(lams.transpose(1, 2, 0)) + log_normal
+
+    n = 20_000
+    rng = np.random.RandomState(0)
+    mean, w, nu, beta = moments(q)
+    lams = stats.wishart(df=nu, scale=w).rvs(n, random_state=rng)
+    chol = np.linalg.cholesky(np.linalg.inv(beta * lams))
+    mus = mean + np.einsum("sij,sj->si", chol, rng.standard_normal((n, 2)))
+    log_ratio = log_density(q, mus, lams) - log_density(prior, mus, lams)
+    assert log_ratio.mean() == pytest.approx(exact, abs=4 * log_ratio.std() / np.sqrt(n))
+
+
 def _student_t_mixture(model, X):
     """log sum_k w_k St(x | m_k, (1 + beta_k) / ((nu_k + 1 - D) beta_k) W_k^-1, nu_k + 1 - D) with scipy."""
     d = X.shape[1]
@@ -220,7 +252,22 @@ def test_partial_fit_over_chunks_recovers_the_blobs(learning_rate):
     for k in range(3):  # E[Lambda_k]^-1 = W_k^-1 / nu_k near the blob covariance 0.25 I
         np.testing.assert_allclose(model.covariances_[k], 0.25 * np.eye(2), atol=0.05)
     assert model.n_seen_ == 2 * len(X_BLOBS) and model.n_iter_ == 20 and model.n_steps_ == 60
+    assert len(model.lower_bounds_) == 20 and model.lower_bound_ == model.lower_bounds_[-1]
     np.testing.assert_array_equal(stream().means_, model.means_)
+
+
+def test_partial_fit_chunk_elbos_estimate_the_full_elbo():
+    """With N = total_samples = the rows of the stream, the chunk ELBOs of the second pass (a partition of the
+    rows, eq. 2.52) average to about the ELBO of all rows; the posterior moves a little between chunks."""
+    model = BayesianGaussianMixture(n_components=3, batch_size=100, total_samples=len(X_BLOBS), random_state=0,
+                                    device="cpu")
+    for _ in range(2):
+        for chunk in np.array_split(X_BLOBS, 10):
+            model.partial_fit(chunk)
+    Xc, params = model._centred(X_BLOBS), model._params()
+    full = float(gm.elbo(Xc, gm.e_step(Xc, params, "full")[1], params, model._prior, "full"))
+    assert abs(np.mean(model.lower_bounds_[-10:]) - full) < 0.01 * abs(full)
+    assert model.lower_bound_ == model.lower_bounds_[-1]
 
 
 @pytest.mark.parametrize("learning_rate", ["robbins_monro", "adaptive"])

@@ -127,8 +127,11 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
     lower_bound_ : float
         Batch: scikit-learn's lower bound (constants dropped) at the last
         iteration. Online: the full ELBO of the data after the last epoch.
+        ``partial_fit``: the stochastic ELBO of its chunk scaled to N
+        (eq. 2.52 of the thesis), after its pass.
     lower_bounds_ : list of float
-        The bound after each iteration (epoch) of the last ``fit``.
+        The bound after each iteration (epoch) of the last ``fit``;
+        ``partial_fit`` appends its own.
     weight_concentration_prior_ : float
     weight_concentration_ : tuple of two ndarray of shape (n_components,) or ndarray of shape (n_components,)
         Beta parameters (a_k, b_k) of the sticks, or the Dirichlet alpha_k.
@@ -486,6 +489,7 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         steps on the chunk's shuffled minibatches with N = ``total_samples``
         or, if None, ``n_seen_`` (this chunk's rows included). The step
         counter and the adaptive rate's state carry over between calls.
+        ``lower_bound_`` is then the chunk's stochastic ELBO, scaled to N.
 
         Parameters
         ----------
@@ -514,9 +518,13 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
             params = self._m_step(Xc, self._to_tensor(self._initial)) if first else self._params()
             generator = self._generator(self._stream_seed + self.n_iter_)
             params = self._svi_pass(Xc, params, n_total, generator)
+            _, log_resp = gm.e_step(Xc, params, self.covariance_type)
+            bound = float(gm.elbo(Xc, log_resp, params, self._prior, self.covariance_type, scale=n_total / len(X)))
         self._initial = None
         self._store(params)
         self.n_iter_ += 1
+        self.lower_bounds_ = [*self.lower_bounds_, bound]
+        self.lower_bound_ = bound
         return self
 
     # -------------------------------------------------------- prediction
