@@ -532,10 +532,15 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
 
+    def _in_blocks(self, X, fn):
+        """``fn(centred rows, params)`` over blocks of validated rows, with bounded memory."""
+        params, shift = self._params(), self._to_tensor(self.mean_prior_)
+        row_size = 2 * self.n_components * X.shape[1]  # the (rows, K, D) differences
+        return self._predict_in_blocks(X, lambda x, rows: fn(x - shift, params), row_size=row_size)
+
     def _log_resp(self, X):
         X = self._validate_X_predict(X)
-        with torch.no_grad():
-            return gm.e_step(self._centred(X), self._params(), self.covariance_type)[1].cpu().numpy()
+        return self._in_blocks(X, lambda x, params: gm.e_step(x, params, self.covariance_type)[1])
 
     def predict_proba(self, X):
         """Responsibilities E_q[z_nk] of each component for each row.
@@ -590,8 +595,7 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         log_density : ndarray of shape (n_samples,)
         """
         X = self._validate_X_predict(X)
-        with torch.no_grad():
-            return gm.predictive_log_density(self._centred(X), self._params(), self.covariance_type).cpu().numpy()
+        return self._in_blocks(X, lambda x, params: gm.predictive_log_density(x, params, self.covariance_type))
 
     def score(self, X, y=None):
         """Mean log predictive density of the rows of X.
