@@ -39,6 +39,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
     mixture of Student-t distributions, not scikit-learn's plug-in Gaussian
     mixture.
 
+    Read more in ``doc/gaussian_mixture.md``.
+
     Parameters
     ----------
     n_components : int, default=1
