@@ -385,17 +385,19 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         order = torch.randperm(n_samples, generator=generator).to(Xc.device)
         batches = [order[i:i + batch] for i in range(0, n_samples, batch)]
         if self.learning_rate == "adaptive" and self._adaptive.gbar is None:
-            grads = []
-            for rows in batches:
-                _, log_resp = gm.e_step(Xc[rows], params, self.covariance_type)
-                lambda_hat = self._m_step(Xc[rows], log_resp.exp(), n_total / len(rows))
-                grads.append(gm.AdaptiveStepSize.flat_gradient(lambda_hat, params))
-            self._adaptive.initialise(grads)
+            self._adaptive.initialise([
+                gm.AdaptiveStepSize.flat_gradient(self._intermediate(Xc[rows], params, n_total), params)
+                for rows in batches
+            ])
         for rows in batches:
-            _, log_resp = gm.e_step(Xc[rows], params, self.covariance_type)
-            lambda_hat = self._m_step(Xc[rows], log_resp.exp(), n_total / len(rows))
+            lambda_hat = self._intermediate(Xc[rows], params, n_total)
             params = gm.blend(params, lambda_hat, self._step_size(lambda_hat, params))
         return params
+
+    def _intermediate(self, Xc_batch, params, n_total):
+        """SVI's intermediate global parameters lambda-hat of one minibatch, its statistics scaled by N/B."""
+        _, log_resp = gm.e_step(Xc_batch, params, self.covariance_type)
+        return self._m_step(Xc_batch, log_resp.exp(), n_total / len(Xc_batch))
 
     def _start_svi(self, n_samples):
         self.n_steps_ = 0
@@ -421,8 +423,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
             On NaN/inf input, fewer rows than components, a bad prior or a
             covariance that is not positive definite.
         """
-        X = self._validate_fit_data(X, reset=not (self.warm_start and hasattr(self, "converged_")))
         do_init = not (self.warm_start and hasattr(self, "converged_"))
+        X = self._validate_fit_data(X, reset=do_init)
         random_state = check_random_state(self.random_state)
         if do_init:
             self._set_priors(X)
@@ -530,10 +532,6 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
         return self
 
     # -------------------------------------------------------- prediction
-    def _validate_X_predict(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
-
     def _in_blocks(self, X, fn):
         """``fn(centred rows, params)`` over blocks of validated rows, with bounded memory."""
         params, shift = self._params(), self._to_tensor(self.mean_prior_)

@@ -15,7 +15,21 @@ from torch import nn
 from ..functional import dropout_mask, dropout_weight_decay, uniform_init
 from .noise import StochasticLayer
 
-__all__ = ["DropoutLinear", "MCDropoutLayer"]
+__all__ = ["DropoutLinear", "MCDropoutLayer", "check_dropout_rate"]
+
+
+def check_dropout_rate(name, rate):
+    """``rate`` as a float, checked to be a drop probability in [0, 1).
+
+    Raises
+    ------
+    ValueError
+        If ``rate`` is outside [0, 1); the message names the parameter ``name``.
+    """
+    rate = float(rate)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"{name} must be in [0, 1) (the probability of dropping a unit); got {rate}.")
+    return rate
 
 
 class DropoutLinear(nn.Module):
@@ -121,9 +135,7 @@ class MCDropoutLayer(StochasticLayer):
 
     def __init__(self, dropout_rate=0.5):
         super().__init__()
-        if not 0.0 <= dropout_rate < 1.0:
-            raise ValueError(f"dropout_rate must be in [0, 1); got {dropout_rate}.")
-        self.dropout_rate = float(dropout_rate)
+        self.dropout_rate = check_dropout_rate("dropout_rate", dropout_rate)
 
     def forward(self, x):
         """Mask ``x`` of shape (n, ...) (the same shape out)."""

@@ -30,19 +30,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..functional import dropout_mask, dropout_weight_decay, standard_normal, standard_uniform, uniform_init
+from .dropout import check_dropout_rate
 from .noise import StochasticLayer
 
 __all__ = ["EmbeddingDropout", "VariationalGRU", "VariationalLSTM"]
 
 _GATES = ("tied", "untied")
 _MASKS = ("sequence", "step")
-
-
-def _check_rate(name, rate):
-    rate = float(rate)
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"{name} must be in [0, 1) (the probability of dropping a unit); got {rate}.")
-    return rate
 
 
 class _VariationalRNN(StochasticLayer):
@@ -73,8 +67,8 @@ class _VariationalRNN(StochasticLayer):
         self.hidden_size = int(hidden_size)
         self.num_layers = int(num_layers)
         self.bias = bool(bias)
-        self.dropout_rate = _check_rate("dropout_rate", dropout_rate)
-        self.recurrent_dropout_rate = _check_rate(
+        self.dropout_rate = check_dropout_rate("dropout_rate", dropout_rate)
+        self.recurrent_dropout_rate = check_dropout_rate(
             "recurrent_dropout_rate", self.dropout_rate if recurrent_dropout_rate is None else recurrent_dropout_rate
         )
         self.gates = gates
@@ -441,7 +435,7 @@ class EmbeddingDropout(StochasticLayer):
         super().__init__()
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
-        self.dropout_rate = _check_rate("dropout_rate", dropout_rate)
+        self.dropout_rate = check_dropout_rate("dropout_rate", dropout_rate)
         if padding_idx is not None and padding_idx < 0:
             padding_idx += self.num_embeddings
         self.padding_idx = padding_idx
