@@ -1,0 +1,137 @@
+"""One table of the default skbayes regressor, NGBoost, the MLP and the exact GP from uci_defaults.py runs.
+
+What it does
+------------
+Reads the JSON files written by ``uci_defaults.py`` (several processes may
+each have run some of the models), and prints a markdown table: per dataset
+and model, the number of splits, test log-likelihood, RMSE, 90% and 95%
+interval coverage (mean ± standard error over the splits) and the mean fit
+time per split, with NGBoost's published test LL (Duan et al. 2020, Table 1)
+beside it. Then the two targets of the default model, checked split by
+split on the splits both models ran:
+
+* test LL at least NGBoost's (run here on the same splits), dataset by
+  dataset: the mean paired difference skbayes - NGBoost and its standard
+  error;
+* not more than one standard error below the exact GP where it runs: the
+  mean paired difference skbayes - exact GP against the exact GP's standard
+  error (on kin8nm both fit the same random subset of training rows,
+  ``skbayes_subset``).
+
+When two files hold the same dataset and model, the one with more splits
+is used. The run files' environments (load average, threads, commit) are
+listed at the end.
+
+How to run
+----------
+::
+
+    python examples/benchmarks/uci_defaults_table.py examples/benchmarks/results/uci_defaults_*.json \\
+        > examples/benchmarks/results/uci_defaults_summary.md
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+# Duan et al. 2020 (NGBoost), Table 1, test NLL (negated here to a log-likelihood), as published.
+NGBOOST_PUBLISHED_LL = {
+    "bostonHousing": -2.43, "concrete": -3.04, "energy": -0.60, "kin8nm": 0.49, "naval-propulsion-plant": 5.34,
+    "power-plant": -2.79, "protein-tertiary-structure": -2.81, "wine-quality-red": -0.91, "yacht": -0.20,
+}
+ORDER = ("skbayes", "skbayes_subset", "ngboost", "mlp", "exact_gp")
+
+
+def fmt(agg, key, digits=3):
+    if agg is None or key not in agg or np.isnan(agg[key]["mean"]):
+        return "—"
+    return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}"
+
+
+def collect(paths):
+    """``{dataset: {model: (per-split rows, aggregate)}}`` and the runs' environments."""
+    table, runs = {}, []
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        runs.append((Path(path).name, report))
+        for name, per_model in report["aggregates"].items():
+            for model, agg in per_model.items():
+                old = table.setdefault(name, {}).get(model)
+                if old is None or agg["n_splits"] > old[1]["n_splits"]:
+                    table[name][model] = (report["splits"][name][model], agg)
+    return table, runs
+
+
+def paired(rows_a, rows_b, key="test_ll"):
+    """Mean and standard error over the common splits of a - b, and the number of common splits."""
+    a = {r["split"]: r[key] for r in rows_a}
+    b = {r["split"]: r[key] for r in rows_b}
+    common = sorted(set(a) & set(b))
+    if not common:
+        return None
+    d = np.array([a[s] - b[s] for s in common])
+    return float(d.mean()), float(d.std() / np.sqrt(len(d))), len(common)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args(argv)
+    table, runs = collect(args.files)
+    lines = ["| dataset | model | splits | test LL | RMSE | 90% coverage | 95% coverage | fit time (s) | "
+             "NGBoost LL published |", "|---|---|---|---|---|---|---|---|---|"]
+    for name in table:
+        models = sorted(table[name], key=lambda m: ORDER.index(m) if m in ORDER else len(ORDER))
+        for model in models:
+            _, agg = table[name][model]
+            label = "skbayes (same rows as the GP)" if model == "skbayes_subset" else model
+            if model == "exact_gp" and "skbayes_subset" in table[name]:
+                label = f"exact_gp ({table[name][model][0][0]['n_train']} training rows)"
+            lines.append(f"| {name} | {label} | {agg['n_splits']} | {fmt(agg, 'test_ll')} | {fmt(agg, 'rmse')} | "
+                         f"{fmt(agg, 'coverage_90')} | {fmt(agg, 'coverage_95')} | {fmt(agg, 'fit_time_s', 1)} | "
+                         f"{NGBOOST_PUBLISHED_LL.get(name, '—')} |")
+    lines += ["", "Targets of the default model (test LL, nats per point; paired over the common splits):", "",
+              "| dataset | skbayes - NGBoost | at least NGBoost | skbayes - exact GP | exact GP's SE | "
+              "within 1 SE of the exact GP |", "|---|---|---|---|---|---|"]
+    wins = n_ngb = 0
+    for name in table:
+        if "skbayes" not in table[name]:
+            continue
+        cells = [name]
+        if "ngboost" in table[name]:
+            d = paired(table[name]["skbayes"][0], table[name]["ngboost"][0])
+            n_ngb += 1
+            wins += d[0] >= 0
+            cells += [f"{d[0]:+.3f} ± {d[1]:.3f} ({d[2]} splits)", "yes" if d[0] >= 0 else "**no**"]
+        else:
+            cells += ["—", "—"]
+        ours = "skbayes_subset" if "skbayes_subset" in table[name] else "skbayes"
+        if "exact_gp" in table[name]:
+            d = paired(table[name][ours][0], table[name]["exact_gp"][0])
+            se = table[name]["exact_gp"][1]["test_ll"]["se"]
+            ok = d[0] >= -se
+            cells += [f"{d[0]:+.3f} ± {d[1]:.3f}" + (" (same rows)" if ours == "skbayes_subset" else ""),
+                      f"{se:.3f}", "yes" if ok else f"**no** ({-d[0] / se:.1f} SE below)"]
+        else:
+            cells += ["—", "—", "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"At least NGBoost's test LL on {wins} of {n_ngb} datasets.", "",
+              "Mean ± standard error (np.std(ddof=0) / sqrt(n_splits)) over the fixed splits; test LL in nats per "
+              "point and RMSE in the units of y; fit time is the wall clock of one fit, including the scaler. "
+              "Runs:"]
+    for file, report in runs:
+        env, s = report["environment"], report["settings"]
+        lines.append(f"- `{file}`: models {', '.join(s['models'])}; skbayes `{s['skbayes_estimator']}`; "
+                     f"git {str(env['git_commit'])[:7]}, torch {env['torch']}, scikit-learn {env['sklearn']}, "
+                     f"{env['torch_num_threads']} torch thread(s), load average {env['loadavg_start']} at start, "
+                     f"{env.get('loadavg_end')} at end; complete: {report['complete']}; command: "
+                     f"`{' '.join(Path(c).name if i < 2 else c for i, c in enumerate(env['command']))}`.")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
