@@ -1,14 +1,19 @@
 """skbayes.metrics: scoring rules checked against closed forms and brute force."""
 
+import copy
 import pickle
+import warnings
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import integrate, stats
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.datasets import make_classification, make_regression
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss, r2_score
@@ -24,6 +29,7 @@ from skbayes.metrics import (
     get_scorer,
     get_scorer_names,
     interval_coverage,
+    interval_coverage_error,
     interval_score,
     make_probabilistic_scorer,
     mean_interval_width,
@@ -33,6 +39,7 @@ from skbayes.metrics import (
     reliability_diagram,
     sharpness,
 )
+from skbayes.inference import DeepEnsemble, MCDropout
 
 
 def _gaussian_data(n, seed, k=None, std_scale=1.0):
@@ -386,6 +393,10 @@ def test_samples_scorer_with_sample_y():
     samples = model.sample_y(X, n_samples=50, random_state=3)
     assert samples.shape == (30, 50)
     assert scorer(model, X, y) == pytest.approx(-crps_ensemble(y, samples))
+    # a Pipeline has no sample_y: its last step draws, on the transformed X
+    pipe = make_pipeline(StandardScaler(), GaussianProcessRegressor(alpha=0.01)).fit(X, y)
+    samples = pipe[-1].sample_y(pipe[0].transform(X), n_samples=50, random_state=3)
+    assert scorer(pipe, X, y) == pytest.approx(-crps_ensemble(y, samples))
 
 
 def test_scorer_sign_repr_and_pickle(regression_data):
@@ -423,3 +434,291 @@ def test_get_scorer_names_and_sklearn_fallback():
     assert repr(get_scorer("r2")) == "make_scorer(r2_score, response_method='predict')"
     with pytest.raises(ValueError, match="get_scorer_names"):
         get_scorer("neg_not_a_metric")
+
+
+# ------------------------------------------- scorers of the model's own predictive
+# Short fits that stop at max_iter are the point of these fast tests.
+_short_fit = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _small_mlp(inference, **kwargs):
+    from skbayes import BayesianMLPRegressor
+
+    return BayesianMLPRegressor(
+        (8,), inference=inference, max_iter=20, n_mc_predict=20, learning_rate_init=0.01, random_state=0, **kwargs
+    )
+
+
+def _sine_rows(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    return X, np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=n)
+
+
+class _IntervalStub(RegressorMixin, BaseEstimator):
+    """Test double: the interval [-coverage/2, coverage/2] for every row.
+
+    Its predict(X, return_std=True) is N(0, 100^2), whose intervals cover
+    everything: a scorer that used it instead of predict_interval would see
+    coverage 1.
+    """
+
+    def fit(self, X, y):
+        self.fitted_ = True
+        return self
+
+    def predict(self, X, return_std=False):
+        mean = np.zeros(len(X))
+        return (mean, np.full(len(X), 100.0)) if return_std else mean
+
+    def predict_interval(self, X, coverage=0.95):
+        self.last_X_, self.last_coverage_ = np.asarray(X), coverage
+        half = np.full(len(X), coverage / 2)
+        return -half, half
+
+
+class _GaussianStub(RegressorMixin, BaseEstimator):
+    """Test double with predictive N(x_0, (0.5 + |x_1|)^2) and its own sample_y.
+
+    It has log_predictive_density and sample_y, as skbayes regressors do, so
+    "neg_crps" scores it from draws; its rows are drawn independently.
+    """
+
+    def fit(self, X, y):
+        self.fitted_ = True
+        return self
+
+    def _moments(self, X):
+        X = np.asarray(X)
+        return X[:, 0], 0.5 + np.abs(X[:, 1])
+
+    def predict(self, X, return_std=False):
+        mean, std = self._moments(X)
+        return (mean, std) if return_std else mean
+
+    def log_predictive_density(self, X, y):
+        return stats.norm.logpdf(y, *self._moments(X))
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        self.max_rows_ = max(getattr(self, "max_rows_", 0), len(X))
+        mean, std = self._moments(X)
+        z = np.random.RandomState(random_state).standard_normal((len(X), n_samples))
+        return mean[:, None] + std[:, None] * z
+
+
+@pytest.fixture(scope="module")
+def small_mlps():
+    X, y = _sine_rows(80, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return {
+            name: _small_mlp(inference).fit(X, y)
+            for name, inference in [("mc_dropout", MCDropout(dropout_rate=0.1)), ("ensemble", DeepEnsemble(4))]
+        }
+
+
+@pytest.mark.parametrize("name", ["mc_dropout", "ensemble"])
+def test_log_predictive_density_scorer_is_the_models_own_mean_density(small_mlps, name):
+    model = small_mlps[name]
+    X, y = _sine_rows(40, 1)
+    scorer = get_scorer("log_predictive_density")
+    assert scorer(model, X, y) == pytest.approx(np.mean(model.log_predictive_density(X, y)), rel=1e-12)
+    # neg_gaussian_nll is another number: the Gaussian with the mixture's moments
+    mean, std = model.predict(X, return_std=True)
+    assert get_scorer("neg_gaussian_nll")(model, X, y) == pytest.approx(-gaussian_nll(y, mean, y_std=std))
+
+
+@_short_fit
+def test_log_predictive_density_scorer_unwraps_a_pipeline():
+    X, y = _sine_rows(60, 2)
+    pipe = make_pipeline(StandardScaler(), _small_mlp(MCDropout(dropout_rate=0.1))).fit(X, y)
+    assert not hasattr(pipe, "log_predictive_density")
+    expected = np.mean(pipe[-1].log_predictive_density(pipe[:-1].transform(X), y))
+    assert get_scorer("log_predictive_density")(pipe, X, y) == pytest.approx(expected, rel=1e-12)
+    # a pipeline nested in a pipeline: both prefixes are applied
+    outer = make_pipeline(StandardScaler(), pipe)
+    outer.fit(X, y)
+    inner_X = outer[-1][:-1].transform(outer[:-1].transform(X))
+    expected = np.mean(outer[-1][-1].log_predictive_density(inner_X, y))
+    assert get_scorer("log_predictive_density")(outer, X, y) == pytest.approx(expected, rel=1e-12)
+
+
+def test_log_predictive_density_of_a_bimodal_ensemble_is_the_mixture_not_the_gaussian(small_mlps):
+    # Members pushed 3 standardised units up (two) and down (two) disagree:
+    # the predictive has two modes. The scorer must give the mixture density
+    # computed here member by member, which is far from the Gaussian NLL.
+    model = copy.deepcopy(small_mlps["ensemble"])
+    network = model.module_["network"]
+    with torch.no_grad():
+        network.layers[-1].weight[:2, -1] += 3.0  # the last row of a member's weight is its bias
+        network.layers[-1].weight[2:, -1] -= 3.0
+    X, _ = _sine_rows(50, 3)
+    with torch.no_grad():
+        f = network(torch.as_tensor(X, dtype=torch.float64))[..., 0].numpy()  # (4, 50), standardised
+    f = f * model._y_scale[0] + model._y_mean[0]
+    sigma = model.module_["likelihood"].noise_std.detach().numpy().ravel() * model._y_scale[0]  # (4,)
+    # y drawn from the mixture: a random member per row, plus its noise
+    rng = np.random.default_rng(4)
+    member = rng.integers(0, 4, size=50)
+    y = f[member, np.arange(50)] + sigma[member] * rng.normal(size=50)
+
+    density = np.mean(np.exp(-0.5 * ((y - f) / sigma[:, None]) ** 2) / (np.sqrt(2 * np.pi) * sigma[:, None]), axis=0)
+    log_lik = get_scorer("log_predictive_density")(model, X, y)
+    assert log_lik == pytest.approx(np.mean(np.log(density)), rel=1e-8)
+    # the Gaussian with the mixture's mean and variance (mean of sigma_m^2 + f_m^2, minus the squared mean)
+    mean = f.mean(0)
+    std = np.sqrt(np.mean(f**2 + sigma[:, None] ** 2, axis=0) - mean**2)
+    gaussian = get_scorer("neg_gaussian_nll")(model, X, y)
+    assert gaussian == pytest.approx(np.mean(stats.norm.logpdf(y, mean, std)), rel=1e-6)
+    assert log_lik > gaussian + 0.5  # y lies at the modes, the Gaussian puts its mass between them
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_log_predictive_density_scorer_falls_back_to_the_gaussian(regression_data, pipeline):
+    X, y = regression_data
+    model = make_pipeline(StandardScaler(), BayesianRidge()) if pipeline else BayesianRidge()
+    model.fit(X[:80], y[:80])
+    mean, std = model.predict(X[80:], return_std=True)
+    expected = np.mean(stats.norm.logpdf(y[80:], loc=mean, scale=std))
+    assert get_scorer("log_predictive_density")(model, X[80:], y[80:]) == pytest.approx(expected, rel=1e-12)
+    assert get_scorer("neg_gaussian_nll")(model, X[80:], y[80:]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_log_predictive_density_scorer_sums_the_outputs_of_a_row():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, size=(30, 1))
+    Y = np.column_stack([np.sin(X[:, 0]), np.cos(X[:, 0])]) + 0.1 * rng.normal(size=(30, 2))
+    model = GaussianProcessRegressor(alpha=0.01).fit(X[:20], Y[:20])
+    mean, std = model.predict(X[20:], return_std=True)
+    expected = np.mean(stats.norm.logpdf(Y[20:], mean, std).sum(axis=1))  # nats per row
+    assert get_scorer("log_predictive_density")(model, X[20:], Y[20:]) == pytest.approx(expected, rel=1e-12)
+
+
+# The 200 points +-(j + 0.25) / 100, j = 0..99. The interval [-c/2, c/2]
+# holds those with j + 0.25 <= 50 c (no point on a bound): j <= 47, 96
+# points, for c = 0.95; j <= 24, 50 points, for c = 0.5.
+_GRID_Y = np.concatenate([-(np.arange(100) + 0.25) / 100, (np.arange(100) + 0.25) / 100])
+
+
+def test_interval_coverage_error_metric():
+    assert interval_coverage_error(_GRID_Y, -0.475 * np.ones(200), 0.475 * np.ones(200)) == pytest.approx(0.47)
+    assert interval_coverage_error(_GRID_Y, -0.25 * np.ones(200), 0.25 * np.ones(200), coverage=0.5) == 0.25
+    assert interval_coverage_error([0.0, 2.0], [-1, -1], [1, 1], coverage=0.5) == 0
+    with pytest.raises(ValueError, match="coverage"):
+        interval_coverage_error([0.0], [-1], [1], coverage=1.0)
+
+
+def test_coverage_error_scorer_uses_the_estimators_own_interval():
+    X = np.column_stack([np.linspace(0, 1, 200), np.ones(200)])
+    stub = _IntervalStub().fit(X, _GRID_Y)
+    assert get_scorer("neg_interval_coverage_error")(stub, X, _GRID_Y) == pytest.approx(-abs(96 / 200 - 0.95))
+    assert stub.last_coverage_ == 0.95
+    at_half = make_probabilistic_scorer(interval_coverage_error, response="interval", coverage=0.5)
+    assert at_half(stub, X, _GRID_Y) == pytest.approx(-abs(50 / 200 - 0.5))
+    assert stub.last_coverage_ == 0.5
+    # the interval score of the same interval: width 0.95 plus 2/0.05 times the misses' distance
+    miss = np.maximum(np.abs(_GRID_Y) - 0.475, 0)
+    assert get_scorer("neg_interval_score")(stub, X, _GRID_Y) == pytest.approx(-np.mean(0.95 + 40 * miss))
+    # in a pipeline, the last step gets the transformed X
+    pipe = make_pipeline(StandardScaler(), _IntervalStub()).fit(X, _GRID_Y)
+    assert get_scorer("neg_interval_coverage_error")(pipe, X, _GRID_Y) == pytest.approx(-abs(96 / 200 - 0.95))
+    np.testing.assert_allclose(pipe[-1].last_X_, StandardScaler().fit_transform(X))
+    with pytest.raises(ValueError, match="coverage"):
+        make_probabilistic_scorer(interval_coverage_error, response="interval", coverage=95)
+
+
+def test_coverage_error_scorer_falls_back_to_the_gaussian_interval(regression_data):
+    X, y = regression_data
+    model = BayesianRidge().fit(X[:80], y[:80])
+    mean, std = model.predict(X[80:], return_std=True)
+    for coverage in (0.95, 0.6):
+        z = stats.norm.ppf(0.5 + coverage / 2)
+        inside = np.mean(np.abs(y[80:] - mean) <= z * std)
+        scorer = make_probabilistic_scorer(interval_coverage_error, response="interval", coverage=coverage)
+        assert scorer(model, X[80:], y[80:]) == pytest.approx(-abs(inside - coverage))
+    assert get_scorer("neg_interval_coverage_error")(model, X[80:], y[80:]) == pytest.approx(
+        -abs(np.mean(np.abs(y[80:] - mean) <= stats.norm.ppf(0.975) * std) - 0.95)
+    )
+
+
+def test_crps_scorer_from_draws_matches_the_closed_form_of_a_gaussian_predictive():
+    rng = np.random.default_rng(6)
+    X = np.column_stack([rng.normal(size=2500), rng.uniform(-1, 1, size=2500)])
+    stub = _GaussianStub().fit(X, None)
+    y = X[:, 0] + (0.5 + np.abs(X[:, 1])) * rng.normal(size=2500)
+    mean, std = stub.predict(X, return_std=True)
+    exact = -crps_gaussian(y, mean, y_std=std)
+    assert get_scorer("neg_gaussian_crps")(stub, X, y) == pytest.approx(exact, rel=1e-12)
+    from_draws = get_scorer("neg_crps")(stub, X, y)
+    assert stub.max_rows_ == 1000  # drawn in blocks of 1,000 rows
+    # 100 draws per row, fair estimator: unbiased; the Monte-Carlo standard
+    # error of the mean over 2,500 rows is about 0.0013 here (0.07 per row)
+    assert from_draws == pytest.approx(exact, abs=0.01)
+    assert from_draws != exact
+    # exactly crps_ensemble of sample_y(X, n_samples=100, random_state=0) on one block
+    assert get_scorer("neg_crps")(stub, X[:500], y[:500]) == -crps_ensemble(
+        y[:500], stub.sample_y(X[:500], n_samples=100, random_state=0)
+    )
+
+
+def test_crps_scorer_uses_the_closed_form_without_a_predictive_density(regression_data):
+    X, y = regression_data
+    # BayesianRidge has no sample_y; GaussianProcessRegressor has one, but its predictive is Gaussian.
+    for model in (BayesianRidge(), GaussianProcessRegressor(alpha=1.0, normalize_y=True)):
+        model.fit(X[:80], y[:80])
+        mean, std = model.predict(X[80:], return_std=True)
+        assert get_scorer("neg_crps")(model, X[80:], y[80:]) == pytest.approx(
+            -crps_gaussian(y[80:], mean, y_std=std), rel=1e-12
+        )
+
+
+def test_crps_scorer_draws_from_an_mlp(small_mlps):
+    model = small_mlps["ensemble"]
+    X, y = _sine_rows(40, 7)
+    samples = model.sample_y(X, n_samples=100, random_state=0)
+    assert get_scorer("neg_crps")(model, X, y) == pytest.approx(-crps_ensemble(y, samples), rel=1e-12)
+
+
+@_short_fit
+def test_multi_metric_grid_search_and_cross_validate_with_scorer_objects():
+    X, y = _sine_rows(60, 8)
+    scoring = {
+        "ll": get_scorer("log_predictive_density"),
+        "coverage": get_scorer("neg_interval_coverage_error"),
+        "crps": get_scorer("neg_crps"),
+        "r2": "r2",
+    }
+    pipe = make_pipeline(StandardScaler(), _small_mlp(MCDropout(dropout_rate=0.1)))
+    cv = KFold(2, shuffle=True, random_state=0)
+    grid = {"bayesianmlpregressor__prior_scale": [0.1, 10.0]}
+    search = GridSearchCV(pipe, grid, scoring=scoring, refit="ll", cv=cv).fit(X, y)
+    assert search.best_index_ == np.argmax(search.cv_results_["mean_test_ll"])
+    assert search.best_score_ == search.cv_results_["mean_test_ll"][search.best_index_]
+    assert np.all(search.cv_results_["mean_test_coverage"] <= 0)
+
+    result = cross_validate(pipe, X, y, cv=cv, scoring=scoring, return_estimator=True)
+    for fold, ((_, test), fitted) in enumerate(zip(cv.split(X), result["estimator"])):
+        Xt = fitted[:-1].transform(X[test])
+        lower, upper = fitted[-1].predict_interval(Xt)
+        assert result["test_ll"][fold] == pytest.approx(np.mean(fitted[-1].log_predictive_density(Xt, y[test])))
+        assert result["test_coverage"][fold] == pytest.approx(-abs(interval_coverage(y[test], lower, upper) - 0.95))
+        samples = fitted[-1].sample_y(Xt, n_samples=100, random_state=0)
+        assert result["test_crps"][fold] == pytest.approx(-crps_ensemble(y[test], samples))
+    # scikit-learn does not know skbayes' names as strings
+    with pytest.raises(ValueError, match="log_predictive_density"):
+        GridSearchCV(pipe, grid, scoring="log_predictive_density", cv=cv).fit(X, y)
+
+
+def test_new_scorers_pickle_and_repr(small_mlps):
+    X, y = _sine_rows(30, 9)
+    model = small_mlps["ensemble"]
+    names = ["log_predictive_density", "neg_crps", "neg_gaussian_crps", "neg_interval_coverage_error"]
+    for name in names:
+        scorer = get_scorer(name)
+        assert repr(scorer) == f"get_scorer({name!r})"
+        assert pickle.loads(pickle.dumps(scorer))(model, X, y) == scorer(model, X, y)
+        assert name in get_scorer_names(probabilistic_only=True)
+    custom = make_probabilistic_scorer(interval_coverage_error, response="interval", coverage=0.9)
+    assert repr(custom) == "make_probabilistic_scorer(interval_coverage_error, response='interval', coverage=0.9)"
+    restored = pickle.loads(pickle.dumps(custom))
+    assert restored(model, X, y) == custom(model, X, y)

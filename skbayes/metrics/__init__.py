@@ -24,7 +24,64 @@ its ``scale_by_half="auto"`` halves the binary score only) and
 :func:`make_probabilistic_scorer` and :func:`get_scorer` wrap the metrics as
 ``scorer(estimator, X, y) -> float`` callables for the ``scoring`` argument of
 :class:`~sklearn.model_selection.GridSearchCV` and
-:func:`~sklearn.model_selection.cross_validate`.
+:func:`~sklearn.model_selection.cross_validate`. The named regression
+scorers of :func:`get_scorer` (larger is better for all):
+
+* ``"log_predictive_density"``: the mean over rows of
+  ``estimator.log_predictive_density(X, y)``, the log-density of each
+  observation under the estimator's own predictive distribution (nats per
+  row). For the Bayesian MLPs (MC dropout, deep ensembles, SGHMC, ...), the
+  deep GP and a sparse GP fitted by sampling it is the log of the Monte-Carlo
+  mixture (1/S) sum_s N(y | mu_s, sigma_s^2) over weight draws, members or
+  samples, not of a Gaussian with the mixture's mean and std. An estimator
+  without that method (scikit-learn's ``BayesianRidge``,
+  ``GaussianProcessRegressor``) is scored by the Gaussian ``N(mean, std**2)``
+  of ``predict(X, return_std=True)``; a Pipeline by its last step, on X
+  transformed through the other steps.
+* ``"neg_gaussian_nll"``: minus :func:`gaussian_nll` of that Gaussian for
+  every estimator, the mixture's mean and std included: it ranks models by
+  how well a Gaussian summary of their predictive fits, and for a skewed or
+  multi-modal predictive it differs from ``"log_predictive_density"``, the
+  test log-likelihood that papers report.
+* ``"neg_crps"``: minus the CRPS of the estimator's own predictive, the fair
+  estimator :func:`crps_ensemble` on 100 ``sample_y`` draws per row for
+  skbayes estimators, the closed form :func:`crps_gaussian` otherwise;
+  ``"neg_gaussian_crps"``: always the closed form of the Gaussian.
+* ``"neg_interval_score"`` and ``"neg_interval_coverage_error"``:
+  :func:`interval_score` and :func:`interval_coverage_error` (the gap
+  ``|empirical - nominal|`` coverage) of the central 95% interval from
+  ``predict_interval(X, coverage=0.95)`` where the estimator has one (the
+  deep GP's are mixture quantiles), else ``mean -/+ 1.96 std``.
+* ``"neg_regression_calibration_error"``, ``"neg_miscalibration_area"`` (of
+  the Gaussian) and, for classifiers, ``"neg_expected_calibration_error"``.
+
+These names work only through :func:`get_scorer`. scikit-learn resolves a
+string ``scoring="..."`` with :func:`sklearn.metrics.get_scorer`, which
+looks it up in scikit-learn's own registry of scorers; scikit-learn offers no
+public way to add names to it, and skbayes does not patch the private one,
+so ``GridSearchCV(..., scoring="log_predictive_density")`` raises a
+ValueError. Pass the scorer objects instead: ``scoring=get_scorer(name)``,
+or for several metrics at once a dict ``{label: scorer}`` (scikit-learn's
+own names may appear in it as strings) with ``refit=label`` naming the one
+that picks ``best_params_``:
+
+>>> from sklearn.datasets import make_regression
+>>> from sklearn.linear_model import BayesianRidge
+>>> from sklearn.model_selection import GridSearchCV
+>>> from skbayes.metrics import get_scorer
+>>> X, y = make_regression(n_samples=60, n_features=3, noise=5.0, random_state=0)
+>>> scoring = {
+...     "ll": get_scorer("log_predictive_density"),
+...     "coverage": get_scorer("neg_interval_coverage_error"),
+...     "r2": "r2",
+... }
+>>> search = GridSearchCV(
+...     BayesianRidge(), {"alpha_init": [None, 1e-3]}, scoring=scoring, refit="ll", cv=3
+... ).fit(X, y)
+>>> sorted(key for key in search.cv_results_ if key.startswith("mean_test_"))
+['mean_test_coverage', 'mean_test_ll', 'mean_test_r2']
+
+:func:`~sklearn.model_selection.cross_validate` takes the same dict.
 
 References
 ----------
@@ -50,6 +107,7 @@ from ._regression import (
     crps_gaussian,
     gaussian_nll,
     interval_coverage,
+    interval_coverage_error,
     interval_score,
     mean_interval_width,
     miscalibration_area,
@@ -67,6 +125,7 @@ __all__ = [
     "get_scorer",
     "get_scorer_names",
     "interval_coverage",
+    "interval_coverage_error",
     "interval_score",
     "make_probabilistic_scorer",
     "mean_interval_width",

@@ -1,7 +1,7 @@
 """Scoring rules and calibration diagnostics for regression (see skbayes.metrics)."""
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr
 from scipy.stats import norm
 
 from .._docstrings import fill_doc
@@ -202,6 +202,40 @@ def interval_coverage(y_true, lower, upper):
     return float(np.mean((lower <= y_true) & (y_true <= upper)))
 
 
+@fill_doc
+def interval_coverage_error(y_true, lower, upper, *, coverage=0.95):
+    r"""Absolute gap between the empirical and the nominal coverage of intervals.
+
+    ``|interval_coverage(y_true, lower, upper) - coverage|``: 0 when the
+    intervals cover exactly the nominal fraction of the observations, up to
+    sampling noise of order :math:`\sqrt{c (1 - c) / N}`. Like
+    :func:`interval_coverage` it ignores the width of the intervals (a
+    diagnostic, not a proper scoring rule: pair it with
+    :func:`mean_interval_width` or use :func:`interval_score`).
+
+    Parameters
+    ----------
+    %(y_true)s
+    %(lower_upper)s
+    coverage : float, default=0.95
+        Nominal coverage c of the intervals, in (0, 1).
+
+    Returns
+    -------
+    error : float
+        In [0, max(c, 1 - c)] (a difference of probabilities); lower is
+        better.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, an input holds NaN or inf, lower > upper
+        anywhere, or coverage is not in (0, 1).
+    """
+    coverage = _check_coverage(coverage)
+    return abs(interval_coverage(y_true, lower, upper) - coverage)
+
+
 def mean_interval_width(lower, upper):
     """Mean width ``upper - lower`` of predictive intervals.
 
@@ -270,14 +304,6 @@ def interval_score(y_true, lower, upper, *, coverage=0.95):
     below = np.maximum(lower - y_true, 0.0)
     above = np.maximum(y_true - upper, 0.0)
     return float(np.mean((upper - lower) + (2.0 / alpha) * (below + above)))
-
-
-def _gaussian_interval_score(y_true, y_pred, *, y_std, coverage=0.95):
-    """Interval score of the central interval ``y_pred -/+ z * y_std``."""
-    coverage = _check_coverage(coverage)
-    y_true, y_pred, y_std = _check_regression(y_true, y_pred, y_std)
-    half_width = ndtri(0.5 + coverage / 2.0) * y_std
-    return interval_score(y_true, y_pred - half_width, y_pred + half_width, coverage=coverage)
 
 
 _CALIBRATION_METHODS = ("quantile", "central")
