@@ -1,6 +1,7 @@
 """skbayes: scikit-learn compatible Bayesian deep learning estimators on PyTorch."""
 
 from .base import DeviceWarning
+from .calibration import CalibratedRegressorCV
 from .decomposition import VAE
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .mixture import BayesianGaussianMixture
@@ -19,6 +20,7 @@ __all__ = [
     "BayesianMLPRegressor",
     "BayesianNeuralNetClassifier",
     "BayesianNeuralNetRegressor",
+    "CalibratedRegressorCV",
     "DeepGPRegressor",
     "DeviceWarning",
     "SparseGPClassifier",

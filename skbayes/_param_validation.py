@@ -1,22 +1,23 @@
 """The one place that imports scikit-learn's private validation helpers.
 
-``Interval``, ``Options``, ``StrOptions``, ``validate_params`` and ``_fit_context`` are
-private in scikit-learn; importing them here only keeps a future rename to a
-one-line fix. The constraints of the parameters that every estimator hands to
-the shared training loop live here too, so that they are declared once, and
-:func:`validate_method_params` gives every public method (``sample_y``,
-``predict_interval``, ...) the same checks and error messages as the
-constructor parameters.
+``HasMethods``, ``Interval``, ``Options``, ``StrOptions``, ``validate_params``
+and ``_fit_context`` are private in scikit-learn; importing them here only
+keeps a future rename to a one-line fix. The constraints of the parameters
+that every estimator hands to the shared training loop live here too, so that
+they are declared once, and :func:`validate_method_params` gives every public
+method (``sample_y``, ``predict_interval``, ...) the same checks and error
+messages as the constructor parameters.
 """
 
 import functools
 from numbers import Integral, Real
 
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, Options, StrOptions, validate_params
+from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions, validate_params
 
 __all__ = [
     "EARLY_STOPPING_CONSTRAINTS",
+    "HasMethods",
     "Interval",
     "Options",
     "StrOptions",

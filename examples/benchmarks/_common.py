@@ -291,13 +291,14 @@ def start_uci_report(args, json_path, *, cpu_count, **settings):
     return report, save
 
 
-def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, progress, save, after=None):
+def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, progress, save, after=None,
+                   pass_name=False):
     """The loop of the UCI benchmarks: every method on every split, recorded in ``report`` as it goes.
 
     For each ``(name, split, X_train, X_test, y_train, y_test)`` of
     :func:`uci_splits` and each method of ``order(split)``:
-    ``res = fit(method, X_train, y_train, X_test, y_test, split)`` is
-    appended (with ``"split"`` and ``"loadavg"``) to
+    ``res = fit(method, X_train, y_train, X_test, y_test, split)`` (with
+    ``name=name`` as well when ``pass_name``) is appended (with ``"split"`` and ``"loadavg"``) to
     ``report["splits"][name][method]``, ``report["aggregates"][name][method]``
     becomes :func:`aggregate_splits` of those rows over ``keys``,
     ``after(name, rows)`` is called when given (e.g. paired differences),
@@ -307,7 +308,7 @@ def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, prog
     for name, split, X_train, X_test, y_train, y_test in uci_splits(datasets, n_splits, data_home, report["skipped"]):
         rows = report["splits"].setdefault(name, {})
         for method in order(split):
-            res = fit(method, X_train, y_train, X_test, y_test, split)
+            res = fit(method, X_train, y_train, X_test, y_test, split, **({"name": name} if pass_name else {}))
             rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
             report["aggregates"].setdefault(name, {})[method] = aggregate_splits(rows[method], keys)
             if after is not None:

@@ -21,6 +21,7 @@ from .._param_validation import (
     _fit_context,
     validate_method_params,
 )
+from .._predictive import bisect_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from ..nn.kernels import from_sklearn_kernel
@@ -51,13 +52,13 @@ def mixture_quantile(q, means, stds, n_bisections=60):
         x with (1/S) sum_s Phi((x - mean_s) / std_s) = q, to a relative
         precision of about 2^-60 of the bracket.
     """
-    lo = (means - 10 * stds).min(axis=1)
-    hi = (means + 10 * stds).max(axis=1)
-    for _ in range(n_bisections):
-        mid = 0.5 * (lo + hi)
-        below = norm.cdf((mid[:, None] - means) / stds).mean(axis=1) < q
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    return bisect_quantile(
+        lambda y: norm.cdf((y[:, None] - means) / stds).mean(axis=1),
+        q,
+        (means - 10 * stds).min(axis=1),
+        (means + 10 * stds).max(axis=1),
+        n_bisections,
+    )
 
 
 @fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")

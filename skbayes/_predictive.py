@@ -1,0 +1,228 @@
+r"""A regressor's predictive distributions of y, one per row, as numpy objects.
+
+Two forms of the predictive distribution F_i of y given x_i, each with its
+CDF, quantile function and the moments of its recalibration (see
+:mod:`skbayes.calibration`):
+
+- :class:`GaussianPredictive`: N(mu_i, sigma_i^2), from
+  ``predict(X, return_std=True)``; it also has a density.
+- :class:`DrawsPredictive`: the distribution of S draws from the predictive
+  (``sample_y``), its CDF the linear interpolation of the sorted draws
+  y_(1) <= ... <= y_(S) at the levels (j - 1/2) / S, constant beyond the
+  extreme draws; a consistent estimate of F_i as S grows.
+
+A recalibration map R: [0, 1] -> [0, 1] is given by its knots
+0 = p_0 < p_1 < ... < p_J = 1 and non-decreasing values 0 = r_0 <= ... <=
+r_J = 1, linear in between (the fitted function of scikit-learn's
+``IsotonicRegression``). The recalibrated distribution has CDF R(F_i(y))
+([Kuleshov2018]_, section 3.2); its quantile at level q is
+F_i^{-1}(R^{-1}(q)).
+
+:func:`bisect_quantile` inverts any non-decreasing CDF row by row (the
+quantiles of mixtures: the deep GP's predictive, an ensemble of recalibrated
+regressors).
+
+References
+----------
+.. [Kuleshov2018] V. Kuleshov, N. Fenner and S. Ermon, "Accurate
+   uncertainties for deep learning using calibrated regression", ICML 2018.
+"""
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+from scipy.stats import norm
+
+__all__ = ["DrawsPredictive", "GaussianPredictive", "bisect_quantile", "map_inverse", "map_slope"]
+
+
+def bisect_quantile(cdf, q, lo, hi, n_bisections=60):
+    """Quantile of each row's distribution, by bisection of its CDF.
+
+    Parameters
+    ----------
+    cdf : callable
+        ``cdf(y) -> array of the shape of y``, non-decreasing in y, for y of
+        the shape of ``lo``.
+    q : float or ndarray broadcastable to the shape of ``lo``
+        Probability levels in (0, 1).
+    lo, hi : ndarray of shape (n,) or (n, n_levels)
+        Finite brackets with cdf(lo) <= q <= cdf(hi).
+    n_bisections : int, default=60
+        Halvings of the bracket.
+
+    Returns
+    -------
+    quantile : ndarray of the shape of ``lo``
+        y with cdf(y) = q (the smallest such y where the CDF is flat), to
+        2^-n_bisections of the bracket's width.
+    """
+    lo, hi = np.array(lo, dtype=float), np.array(hi, dtype=float)
+    for _ in range(n_bisections):
+        mid = 0.5 * (lo + hi)
+        below = cdf(mid) < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def map_inverse(q, knots, values):
+    """Generalised inverse R^{-1}(q) = min {p : R(p) >= q} of a piecewise-linear map.
+
+    Parameters
+    ----------
+    q : ndarray
+        Levels in [0, 1].
+    knots, values : ndarray of shape (n_knots,)
+        The map's knots p_j (increasing) and values r_j (non-decreasing).
+
+    Returns
+    -------
+    p : ndarray of the shape of q
+        Linear between knots; on a flat part of R (r_j = r_{j+1}) the
+        smallest p, so that F^{-1}(R^{-1}(q)) is the left-continuous quantile
+        of the recalibrated distribution.
+    """
+    q = np.clip(q, values[0], values[-1])
+    # first knot with r_j >= q; q lies in (r_{j-1}, r_j] after the last knot of a flat part at r_{j-1}
+    j = np.clip(np.searchsorted(values, q, side="left"), 1, len(values) - 1)
+    r0, r1, p0, p1 = values[j - 1], values[j], knots[j - 1], knots[j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(r1 > r0, (q - r0) / (r1 - r0), 1.0)
+    return np.where(q <= values[0], knots[0], p0 + frac * (p1 - p0))
+
+
+def map_slope(p, knots, values):
+    """Derivative R'(p) of a piecewise-linear map (the right derivative at a knot).
+
+    Parameters
+    ----------
+    p : ndarray
+        Points in [knots[0], knots[-1]].
+    knots, values : ndarray of shape (n_knots,)
+
+    Returns
+    -------
+    slope : ndarray of the shape of p
+        (r_{j+1} - r_j) / (p_{j+1} - p_j) on [p_j, p_{j+1}).
+    """
+    j = np.clip(np.searchsorted(knots, p, side="right") - 1, 0, len(knots) - 2)
+    return (values[j + 1] - values[j]) / (knots[j + 1] - knots[j])
+
+
+def _per_row(a, like):
+    """A per-row array of shape (n,) reshaped to broadcast against ``like`` of shape (n,) or (n, m)."""
+    return a.reshape(a.shape + (1,) * (np.ndim(like) - 1))
+
+
+class GaussianPredictive:
+    """N(mean_i, std_i^2) for each row.
+
+    Parameters
+    ----------
+    mean, std : ndarray of shape (n,)
+        Predictive means and standard deviations (> 0), in the units of y.
+    """
+
+    def __init__(self, mean, std):
+        self.mean, self.std = mean, std
+
+    def cdf(self, y):
+        """F_i(y) = Phi((y - mean_i) / std_i) for y of shape (n,) or (n, m)."""
+        return ndtr((y - _per_row(self.mean, y)) / _per_row(self.std, y))
+
+    def ppf(self, level):
+        """F_i^{-1}(level) = mean_i + std_i Phi^{-1}(level) for levels of shape (n,) or (n, m)."""
+        return _per_row(self.mean, level) + _per_row(self.std, level) * ndtri(level)
+
+    def logpdf(self, y):
+        """log N(y_i | mean_i, std_i^2) for y of shape (n,), in nats."""
+        return norm.logpdf(y, self.mean, self.std)
+
+    def recalibrated_moments(self, knots, values):
+        r"""Mean and variance of the distribution with CDF R(F_i(y)), in closed form.
+
+        With V = F_i(Y) = Phi(Z), the level V has density R'(v) = s_j on
+        [p_j, p_{j+1}), so with z_j = Phi^{-1}(p_j) and the antiderivatives
+        int Phi^{-1}(v) dv = -phi(Phi^{-1}(v)) and
+        int z^2 phi(z) dz = Phi(z) - z phi(z):
+
+        .. math::
+
+            E[Z] = \sum_j s_j (\phi(z_j) - \phi(z_{j+1})), \quad
+            E[Z^2] = \sum_j s_j \left(p_{j+1} - p_j - z_{j+1}\phi(z_{j+1}) + z_j\phi(z_j)\right),
+
+        and Y = mean_i + std_i Z.
+
+        Parameters
+        ----------
+        knots, values : ndarray of shape (n_knots,)
+            The map R (knots from 0 to 1).
+
+        Returns
+        -------
+        mean, var : ndarray of shape (n,)
+        """
+        z = ndtri(knots)
+        phi = norm.pdf(z)  # 0 at z = -inf, +inf
+        z_phi = np.where(np.isfinite(z), z, 0.0) * phi
+        slope = np.diff(values) / np.diff(knots)
+        e_z = np.sum(slope * -np.diff(phi))
+        e_z2 = np.sum(slope * (np.diff(knots) - np.diff(z_phi)))
+        return self.mean + self.std * e_z, self.std**2 * max(e_z2 - e_z**2, 0.0)
+
+
+class DrawsPredictive:
+    """The distribution of S draws from each row's predictive.
+
+    Its CDF interpolates the sorted draws y_(1) <= ... <= y_(S) linearly at
+    the levels (j - 1/2) / S and is constant beyond the extreme draws (so
+    its levels lie in [1/(2S), 1 - 1/(2S)]); its quantile function is the
+    inverse interpolation, clamped to [y_(1), y_(S)].
+
+    Parameters
+    ----------
+    draws : ndarray of shape (n, S)
+        Draws of y for each row (S >= 2), in any order.
+    """
+
+    def __init__(self, draws):
+        self.draws = np.sort(draws, axis=1)
+
+    def cdf(self, y):
+        """Interpolated empirical CDF at y of shape (n,) or (n, m)."""
+        d, n_draws = self.draws, self.draws.shape[1]
+        y2 = y.reshape(len(y), -1)
+        count = np.stack([np.searchsorted(row, at, side="right") for row, at in zip(d, y2)])  # (n, m): draws <= y
+        lo, hi = np.clip(count - 1, 0, n_draws - 1), np.clip(count, 0, n_draws - 1)
+        d_lo, d_hi = np.take_along_axis(d, lo, 1), np.take_along_axis(d, hi, 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            frac = np.where(d_hi > d_lo, np.clip((y2 - d_lo) / (d_hi - d_lo), 0.0, 1.0), 0.0)
+        return ((lo + frac + 0.5) / n_draws).reshape(y.shape)
+
+    def ppf(self, level):
+        """Interpolated quantile of the draws at levels of shape (n,) or (n, m)."""
+        d, n_draws = self.draws, self.draws.shape[1]
+        level2 = level.reshape(len(level), -1)
+        position = np.clip(level2 * n_draws - 0.5, 0.0, n_draws - 1.0)
+        j = np.minimum(np.floor(position).astype(int), n_draws - 2)
+        d0, d1 = np.take_along_axis(d, j, 1), np.take_along_axis(d, j + 1, 1)
+        return (d0 + (position - j) * (d1 - d0)).reshape(level.shape)
+
+    def recalibrated_moments(self, knots, values):
+        """Mean and variance of the distribution with CDF R(F_i(y)), by the midpoint rule.
+
+        The mean is int_0^1 F_i^{-1}(R^{-1}(u)) du, estimated on the S
+        midpoints u = (j - 1/2) / S (the quantile function is bounded by the
+        extreme draws); the variance likewise.
+
+        Parameters
+        ----------
+        knots, values : ndarray of shape (n_knots,)
+
+        Returns
+        -------
+        mean, var : ndarray of shape (n,)
+        """
+        n, n_draws = self.draws.shape
+        levels = map_inverse((np.arange(n_draws) + 0.5) / n_draws, knots, values)
+        quantiles = self.ppf(np.broadcast_to(levels, (n, n_draws)))
+        return quantiles.mean(axis=1), quantiles.var(axis=1)

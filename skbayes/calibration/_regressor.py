@@ -1,0 +1,516 @@
+"""CalibratedRegressorCV: recalibration of a regressor's predictive distribution."""
+
+import inspect
+from numbers import Integral
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, RegressorMixin, clone
+from sklearn.frozen import FrozenEstimator
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import BayesianRidge
+from sklearn.model_selection import check_cv
+from sklearn.pipeline import Pipeline
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.parallel import Parallel, delayed
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from .._docstrings import fill_doc
+from .._param_validation import (
+    COVERAGE,
+    HasMethods,
+    Interval,
+    StrOptions,
+    _fit_context,
+    validate_method_params,
+)
+from .._predictive import DrawsPredictive, GaussianPredictive, bisect_quantile, map_inverse, map_slope
+
+__all__ = ["CalibratedRegressorCV"]
+
+# PIT values are kept in [eps, 1 - eps], so that they never tie with the anchors
+# (0, 0) and (1, 1) of the map: R(0) = 0 and R(1) = 1 exactly.
+_PIT_EPS = 1e-12
+# Seed of sample_y for predictive="draws" (scikit-learn's sample_y default):
+# the same draws at every call, so the predictions are deterministic.
+_DRAWS_SEED = 0
+
+
+def _prediction_step(estimator):
+    """The estimator that predicts, under FrozenEstimator and Pipeline, and a function applying the steps before it."""
+
+    def transform(X):
+        return X
+
+    while True:
+        if isinstance(estimator, FrozenEstimator):
+            estimator = estimator.estimator
+        elif isinstance(estimator, Pipeline):
+            head, before = estimator[:-1], transform
+
+            def transform(X, head=head, before=before):
+                return head.transform(before(X))
+
+            estimator = estimator[-1]
+        else:
+            return transform, estimator
+
+
+def _check_predictive_api(estimator, predictive):
+    """Raise a ValueError before any fit if ``estimator`` cannot give the requested predictive."""
+    _, final = _prediction_step(estimator)
+    name = type(final).__name__
+    if predictive == "gaussian":
+        parameters = inspect.signature(final.predict).parameters
+        if "return_std" not in parameters and not any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+            raise ValueError(
+                f"predictive='gaussian' needs predict(X, return_std=True), which {name} does not have. Use a "
+                "regressor with a predictive standard deviation (an skbayes regressor, BayesianRidge, "
+                "GaussianProcessRegressor, ...), or predictive='draws' with one that has sample_y."
+            )
+    elif not hasattr(final, "sample_y"):
+        raise ValueError(
+            f"predictive='draws' needs sample_y(X, n_samples, random_state), which {name} does not have; "
+            "use predictive='gaussian' with a regressor that has predict(X, return_std=True)."
+        )
+
+
+def _one_output(values, what, shape):
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == len(shape) + 1 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.shape != shape:
+        raise ValueError(
+            f"The base estimator's {what} has shape {values.shape}; CalibratedRegressorCV handles one output, "
+            f"shape {shape}."
+        )
+    return values
+
+
+def _base_predictive(estimator, X, predictive, n_draws):
+    """The fitted base estimator's predictive distribution for the rows of X."""
+    n = X.shape[0]
+    if predictive == "gaussian":
+        mean, std = estimator.predict(X, return_std=True)
+        mean, std = _one_output(mean, "mean", (n,)), _one_output(std, "std", (n,))
+        if not np.all(np.isfinite(std) & (std >= 0)):
+            raise ValueError("The base estimator predicted a negative or non-finite standard deviation.")
+        return GaussianPredictive(mean, np.maximum(std, np.finfo(np.float64).tiny))
+    transform, final = _prediction_step(estimator)
+    draws = final.sample_y(transform(X), n_samples=n_draws, random_state=_DRAWS_SEED)
+    return DrawsPredictive(_one_output(draws, "sample_y draws", (n, n_draws)))
+
+
+def _pit(estimator, X, y, predictive, n_draws):
+    """Probability integral transform F_i(y_i) of the held-out rows, in [eps, 1 - eps]."""
+    pit = _base_predictive(estimator, X, predictive, n_draws).cdf(y)
+    return np.clip(pit, _PIT_EPS, 1.0 - _PIT_EPS)
+
+
+def _fit_fold(estimator, X, y, train, test, predictive, n_draws, keep_estimator):
+    estimator.fit(X[train], y[train])
+    return (estimator if keep_estimator else None), _pit(estimator, X[test], y[test], predictive, n_draws)
+
+
+def _fit_calibrator(pit):
+    """The map R of Kuleshov et al. 2018 (Algorithm 1): isotonic regression of the PIT values' empirical CDF.
+
+    The data are (p_(i), i / (n + 1)) for the sorted PIT values p_(1..n),
+    plus the anchors (0, 0) and (1, 1). The level i / (n + 1) is the mean
+    of the i-th of n uniform order statistics (the paper's i / n would
+    give R = 1 from the largest PIT value on, a zero density above it).
+    """
+    pit = np.sort(pit)
+    levels = np.arange(1, pit.size + 1) / (pit.size + 1)
+    knots = np.concatenate(([0.0], pit, [1.0]))
+    values = np.concatenate(([0.0], levels, [1.0]))
+    return IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(knots, values)
+
+
+def _single_output(y):
+    """Validated y as a float64 vector; a column vector is flattened with a DataConversionWarning."""
+    if y.ndim == 2 and y.shape[1] > 1:
+        raise ValueError(
+            f"CalibratedRegressorCV handles one target; got y with {y.shape[1]} columns. Recalibrate "
+            "each output separately (one CalibratedRegressorCV per column of y)."
+        )
+    return column_or_1d(y, warn=True).astype(np.float64, copy=False)
+
+
+@fill_doc
+class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
+    r"""Recalibrated predictive distribution of a regressor, by isotonic regression of its PIT values.
+
+    The base regressor's predictive CDF F_x is recalibrated as R(F_x(y))
+    ([Kuleshov2018]_): on held-out rows, the probability integral transform
+    (PIT) values p_i = F_{x_i}(y_i) are computed, and R: [0, 1] -> [0, 1] is
+    the isotonic regression of their empirical CDF, so that the recalibrated
+    levels are uniform on held-out data, i.e. the recalibrated q-quantile
+    falls above y with frequency q at every level q. The recalibrated
+    quantile at level q is the base quantile at level R^{-1}(q). This is
+    average (marginal) calibration: it corrects a miscalibration common to
+    all x (intervals too narrow or too wide, skew), not one that varies
+    with x.
+
+    The name and the cross-validation follow scikit-learn's
+    :class:`~sklearn.calibration.CalibratedClassifierCV`.
+
+    Read more in ``doc/calibration.md``.
+
+    Parameters
+    ----------
+    estimator : estimator instance, default=None
+        The regressor to recalibrate (it is cloned, except with
+        ``cv="prefit"``); it may be a :class:`~sklearn.pipeline.Pipeline`
+        or a :class:`~sklearn.frozen.FrozenEstimator`. None means
+        :class:`~sklearn.linear_model.BayesianRidge`. It must have
+        ``predict(X, return_std=True)`` for ``predictive="gaussian"``, and
+        ``sample_y`` (on its final step) for ``predictive="draws"``.
+    predictive : {"gaussian", "draws"}, default="gaussian"
+        The base predictive CDF F_x:
+
+        - ``"gaussian"``: N(mean, std^2) from ``predict(X, return_std=True)``
+          (for the skbayes regressors whose predictive is a mixture, such as
+          MC dropout, deep ensembles, SGHMC or a deep GP, the Gaussian with
+          the mixture's mean and standard deviation). Deterministic and
+          cheap; the recalibrated mean and standard deviation are in closed
+          form and the density is available.
+        - ``"draws"``: the distribution of ``n_draws`` draws of
+          ``sample_y(X, n_samples=n_draws, random_state=0)``, the model's
+          own predictive (a mixture, skewed, multimodal), its CDF the
+          linear interpolation of the sorted draws. Costs ``n_draws``
+          draws per prediction and ``n_samples * n_draws`` floats of
+          memory; no density.
+    n_draws : int, default=1000
+        Number S >= 2 of draws per row with ``predictive="draws"``; levels
+        below 1/(2S) or above 1 - 1/(2S) give the extreme draws.
+    cv : int, cross-validation generator, iterable, "prefit" or None, default=None
+        How the PIT values are held out of the fit:
+
+        - None or an int k: k-fold cross-validation (``KFold``, no
+          shuffling; 5 folds for None);
+        - a splitter or an iterable of (train, test) index arrays;
+        - ``"prefit"``: ``estimator`` is already fitted and is used as it
+          is; all of (X, y) is the calibration set, which should be
+          disjoint from the data it was fitted on. The same as
+          ``FrozenEstimator(estimator)`` with ``ensemble="auto"``, the
+          current scikit-learn idiom, which also works.
+    ensemble : bool or "auto", default="auto"
+        As in :class:`~sklearn.calibration.CalibratedClassifierCV`. True: a
+        clone of ``estimator`` is fitted on the training part of each split
+        and a map R_k on its PIT values on the test part; the predictive is
+        the average of the K recalibrated CDFs R_k(F_{k,x}(y)) (its
+        quantiles by bisection). False: the PIT values of all test parts
+        (cross-validated predictions, as ``cross_val_predict``) fit one map,
+        applied to a clone fitted on all of (X, y). "auto" is False for a
+        :class:`~sklearn.frozen.FrozenEstimator` and True otherwise. Ignored
+        with ``cv="prefit"``.
+    n_jobs : int, default=None
+        Number of jobs fitting the cross-validation clones in parallel
+        (joblib; None means 1).
+
+    Attributes
+    ----------
+    estimators_ : list of estimator
+        The fitted base regressors: one per split with ``ensemble=True``,
+        else one (fitted on all of X, or ``estimator`` itself with
+        ``cv="prefit"``).
+    calibrators_ : list of sklearn.isotonic.IsotonicRegression
+        The maps R, one per entry of ``estimators_``: piecewise linear with
+        knots ``X_thresholds_`` (PIT values, from 0 to 1) and values
+        ``y_thresholds_`` (from 0 to 1).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string column names.
+
+    See Also
+    --------
+    sklearn.calibration.CalibratedClassifierCV : the classification counterpart.
+    skbayes.metrics.regression_calibration_curve : the diagnostic this corrects.
+
+    Notes
+    -----
+    The data of the isotonic regression are (p_(i), i / (n + 1)) for the
+    sorted held-out PIT values p_(1) <= ... <= p_(n), plus (0, 0) and
+    (1, 1) ([Kuleshov2018]_, Algorithm 1, which uses i / n). With distinct
+    PIT values the fit is their interpolation: R is continuous and strictly
+    increasing, R(0) = 0 and R(1) = 1, so the recalibrated distribution is
+    proper and has a density, f_x(y) R'(F_x(y)) (piecewise, from the slopes
+    of R). The derivative of an interpolated empirical CDF is noisy, so
+    this density is not a smooth estimate, and the log predictive density
+    may fall although the intervals improve.
+
+    ``predict`` returns the mean of the recalibrated distribution and
+    ``return_std`` its standard deviation: in closed form for a Gaussian
+    base (``GaussianPredictive.recalibrated_moments`` in
+    ``skbayes/_predictive.py``), by the midpoint rule over S levels for
+    draws. Sample weights and fit parameters are not routed to the base
+    estimator.
+
+    References
+    ----------
+    .. [Kuleshov2018] V. Kuleshov, N. Fenner and S. Ermon, "Accurate
+       uncertainties for deep learning using calibrated regression", ICML
+       2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import BayesianRidge
+    >>> from skbayes.calibration import CalibratedRegressorCV
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(400, 2)
+    >>> y = X[:, 0] + rng.standard_t(2, 400)  # heavy-tailed noise: Gaussian intervals miss
+    >>> model = CalibratedRegressorCV(BayesianRidge(), cv=5).fit(X, y)
+    >>> lower, upper = model.predict_interval(X[:3], coverage=0.9)
+    >>> model.predict_quantiles(X[:3], [0.05, 0.5, 0.95]).shape
+    (3, 3)
+    """
+
+    _parameter_constraints = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "predictive": [StrOptions({"gaussian", "draws"})],
+        "n_draws": [Interval(Integral, 2, None, closed="left")],
+        "cv": ["cv_object", StrOptions({"prefit"})],
+        "ensemble": ["boolean", StrOptions({"auto"})],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, estimator=None, *, predictive="gaussian", n_draws=1000, cv=None, ensemble="auto", n_jobs=None):
+        self.estimator = estimator
+        self.predictive = predictive
+        self.n_draws = n_draws
+        self.cv = cv
+        self.ensemble = ensemble
+        self.n_jobs = n_jobs
+
+    def _get_estimator(self):
+        return BayesianRidge() if self.estimator is None else self.estimator
+
+    @_fit_context(prefer_skip_nested_validation=False)  # the base estimator validates its own parameters
+    def fit(self, X, y):
+        """Fit the base regressor(s) and the recalibration map(s).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        %(returns_self)s
+
+        Raises
+        ------
+        ValueError
+            If X or y has NaN/inf, y has several columns, the base estimator
+            lacks ``predict(X, return_std=True)`` (``predictive="gaussian"``)
+            or ``sample_y`` (``predictive="draws"``), there are fewer rows
+            than folds, or the base estimator's predictions are not of one
+            output.
+        sklearn.exceptions.NotFittedError
+            With ``cv="prefit"`` and an unfitted ``estimator``.
+        """
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
+        y = _single_output(y)
+        estimator = self._get_estimator()
+        _check_predictive_api(estimator, self.predictive)
+        settings = (self.predictive, self.n_draws)
+        if self.cv == "prefit":
+            check_is_fitted(estimator, msg="cv='prefit' needs a fitted estimator; %(name)s is not fitted yet.")
+            pairs = [(estimator, _pit(estimator, X, y, *settings))]
+        else:
+            pairs = self._cross_fit(estimator, X, y, settings)
+        self.estimators_ = [fitted for fitted, _ in pairs]
+        self.calibrators_ = [_fit_calibrator(pit) for _, pit in pairs]
+        return self
+
+    def _cross_fit(self, estimator, X, y, settings):
+        """(fitted estimator, held-out PIT values) pairs: one per split, or one in all with ensemble=False."""
+        cv = check_cv(self.cv, y, classifier=False)
+        n_splits = cv.get_n_splits(X, y)
+        if n_splits > X.shape[0]:
+            raise ValueError(
+                f"cv={self.cv!r} makes {n_splits} folds, which needs at least {n_splits} rows; got "
+                f"n_samples={X.shape[0]}. Use fewer folds, or cv='prefit' with a calibration set."
+            )
+        ensemble = not isinstance(estimator, FrozenEstimator) if self.ensemble == "auto" else self.ensemble
+        folds = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_fold)(clone(estimator), X, y, train, test, *settings, keep_estimator=ensemble)
+            for train, test in cv.split(X, y)
+        )
+        if ensemble:
+            return folds
+        return [(clone(estimator).fit(X, y), np.concatenate([pit for _, pit in folds]))]
+
+    # --------------------------------------------------------------- prediction
+    def _components(self, X):
+        """(base predictive, knots, values) of each recalibrated regressor, for the validated rows X."""
+        return [
+            (_base_predictive(fitted, X, self.predictive, self.n_draws), iso.X_thresholds_, iso.y_thresholds_)
+            for fitted, iso in zip(self.estimators_, self.calibrators_, strict=True)
+        ]
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=(np.float64, np.float32))
+
+    def _validate_X_y(self, X, y):
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
+        return X, _single_output(y)
+
+    @staticmethod
+    def _cdf(components, y):
+        return np.mean([np.interp(base.cdf(y), knots, values) for base, knots, values in components], axis=0)
+
+    def _quantiles(self, X, levels):
+        X = self._validate_X(X)
+        components, n = self._components(X), X.shape[0]
+        bounds = np.stack([
+            base.ppf(np.broadcast_to(map_inverse(levels, knots, values), (n, levels.size)))
+            for base, knots, values in components
+        ])
+        if len(components) == 1:
+            return bounds[0]
+        # The ensemble's q-quantile lies between its members' q-quantiles.
+        return bisect_quantile(lambda y: self._cdf(components, y), levels, bounds.min(axis=0), bounds.max(axis=0))
+
+    @validate_method_params(return_std=["boolean"])
+    def predict(self, X, return_std=False):
+        """Mean of the recalibrated predictive distribution, and optionally its standard deviation.
+
+        For ``ensemble=True`` the mean and standard deviation of the average
+        of the recalibrated distributions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of the recalibrated
+            distribution (not the base estimator's).
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,)
+        y_std : ndarray of shape (n_samples,)
+            Only returned when ``return_std`` is True.
+
+        %(predict_raises)s
+        """
+        components = self._components(self._validate_X(X))
+        means, variances = map(np.array, zip(*(base.recalibrated_moments(k, v) for base, k, v in components)))
+        mean = means.mean(axis=0)
+        if not return_std:
+            return mean
+        return mean, np.sqrt(np.mean(variances + (means - mean) ** 2, axis=0))
+
+    @validate_method_params(quantiles=["array-like"])
+    def predict_quantiles(self, X, quantiles):
+        """Quantiles of the recalibrated predictive distribution.
+
+        The quantile at level q is F_x^{-1}(R^{-1}(q)), the base quantile at
+        the recalibrated level (R^{-1} the generalised inverse, the smallest
+        level where R reaches q); with ``ensemble=True``, the quantile of the
+        average of the recalibrated CDFs, by bisection.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        quantiles : array-like of shape (n_quantiles,)
+            Levels in (0, 1).
+
+        Returns
+        -------
+        y_quantiles : ndarray of shape (n_samples, n_quantiles)
+            In the units of y, non-decreasing in the level.
+
+        Raises
+        ------
+        %(not_fitted_error)s
+        ValueError
+            If a level is not in (0, 1), or as :meth:`predict`.
+        """
+        levels = np.asarray(quantiles, dtype=np.float64)
+        if levels.ndim != 1 or levels.size == 0 or not np.all((levels > 0) & (levels < 1)):
+            raise ValueError(f"quantiles must be a non-empty 1-D array of levels in (0, 1); got {quantiles!r}.")
+        return self._quantiles(X, levels)
+
+    @validate_method_params(coverage=COVERAGE)
+    def predict_interval(self, X, coverage=0.95):
+        """Central interval of the recalibrated predictive: its (1 -/+ coverage) / 2 quantiles.
+
+        %(parameters_X)s
+        %(coverage)s
+
+        Returns
+        -------
+        lower, upper : ndarray of shape (n_samples,)
+            In the units of y.
+
+        Raises
+        ------
+        ValueError
+            If ``coverage`` is not in (0, 1), or as :meth:`predict`.
+        """
+        bounds = self._quantiles(X, np.array([0.5 - coverage / 2, 0.5 + coverage / 2]))
+        return bounds[:, 0], bounds[:, 1]
+
+    def predict_cdf(self, X, y):
+        """Recalibrated predictive CDF at y: R(F_x(y)) (averaged over the ensemble).
+
+        At held-out targets these are the recalibrated PIT values, uniform
+        on (0, 1) when the recalibration holds.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            One value per row.
+
+        Returns
+        -------
+        cdf : ndarray of shape (n_samples,)
+            In [0, 1].
+
+        Raises
+        ------
+        %(not_fitted_error)s
+        ValueError
+            If X or y has NaN/inf, X the wrong number of features, or y
+            several columns.
+        """
+        X, y = self._validate_X_y(X, y)
+        return self._cdf(self._components(X), y)
+
+    @available_if(lambda self: self.predictive == "gaussian")
+    def log_predictive_density(self, X, y):
+        """Log density of the recalibrated predictive at each observation, in nats.
+
+        log f_x(y) + log R'(F_x(y)) for the Gaussian base density f_x (the
+        log of the average over the ensemble); R' is the slope of the
+        piecewise-linear map, so the density is piecewise (see Notes of the
+        class). Only with ``predictive="gaussian"``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_samples,)
+
+        Raises
+        ------
+        %(not_fitted_error)s
+        ValueError
+            If X or y has NaN/inf, X the wrong number of features, or y
+            several columns.
+        """
+        X, y = self._validate_X_y(X, y)
+        with np.errstate(divide="ignore"):  # a flat part of R (tied PIT values) has density 0
+            terms = [
+                base.logpdf(y) + np.log(map_slope(base.cdf(y), knots, values))
+                for base, knots, values in self._components(X)
+            ]
+        return logsumexp(terms, axis=0) - np.log(len(terms))

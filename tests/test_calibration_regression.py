@@ -1,0 +1,269 @@
+"""CalibratedRegressorCV: recalibrated regression (Kuleshov et al. 2018), and skbayes regressors under MAPIE.
+
+The base models of most tests are test doubles whose predictive is known
+exactly: N(2 x_0, (c sigma(x))^2) for data y = 2 x_0 + sigma(x) eps, which is
+the true conditional for c = 1 and too narrow (c < 1) or too wide (c > 1)
+by the same factor at every x, a miscalibration that recalibration removes
+exactly in the limit of many calibration rows.
+"""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.special import ndtr, ndtri
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.frozen import FrozenEstimator
+from sklearn.linear_model import BayesianRidge, LinearRegression
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_random_state
+
+from skbayes import BayesianMLPRegressor
+from skbayes.calibration import CalibratedRegressorCV
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+def noise_std(X):
+    return 0.5 + 0.5 * np.abs(X[:, 1])
+
+
+def make_data(n, seed):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    return X, 2 * X[:, 0] + noise_std(X) * rng.randn(n)
+
+
+class GaussianDouble(RegressorMixin, BaseEstimator):
+    """Predicts N(2 x_0, (std_factor * sigma(x))^2) whatever it is fitted on."""
+
+    def __init__(self, std_factor=1.0):
+        self.std_factor = std_factor
+
+    def fit(self, X, y):
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X, return_std=False):
+        mean = 2 * X[:, 0]
+        return (mean, self.std_factor * noise_std(X)) if return_std else mean
+
+
+class DrawsDouble(GaussianDouble):
+    """GaussianDouble with ``sample_y``: draws of its Gaussian predictive, last axis."""
+
+    def sample_y(self, X, n_samples=1, random_state=0):
+        mean, std = self.predict(X, return_std=True)
+        return mean[:, None] + std[:, None] * check_random_state(random_state).randn(len(X), n_samples)
+
+
+X_TRAIN, Y_TRAIN = make_data(2000, 0)
+X_TEST, Y_TEST = make_data(10000, 1)
+
+
+def coverage(lower, upper, y):
+    return np.mean((y >= lower) & (y <= upper))
+
+
+@pytest.mark.parametrize("std_factor", [1 / 3, 3.0])
+@pytest.mark.parametrize("ensemble", [True, False])
+def test_recalibrated_intervals_cover_at_the_nominal_level(std_factor, ensemble):
+    # 2,000 calibration rows: the coverage of a recalibrated interval has a
+    # standard error of at most sqrt(0.25 / 2000) = 0.011, plus 0.005 from the
+    # 10,000 test rows; 0.03 is about 2.5 of them.
+    model = CalibratedRegressorCV(GaussianDouble(std_factor), cv=4, ensemble=ensemble).fit(X_TRAIN, Y_TRAIN)
+    assert len(model.estimators_) == len(model.calibrators_) == (4 if ensemble else 1)
+    mean, std = GaussianDouble(std_factor).predict(X_TEST, return_std=True)
+    for level in LEVELS:
+        assert coverage(*model.predict_interval(X_TEST, coverage=level), Y_TEST) == pytest.approx(level, abs=0.03)
+        z = ndtri(0.5 + level / 2)
+        assert abs(coverage(mean - z * std, mean + z * std, Y_TEST) - level) > 0.04  # the base misses
+
+
+def test_a_calibrated_base_keeps_its_quantiles():
+    base = GaussianDouble(1.0).fit(X_TRAIN, Y_TRAIN)
+    X_cal, y_cal = make_data(4000, 2)
+    model = CalibratedRegressorCV(base, cv="prefit").fit(X_cal, y_cal)
+    levels = np.array([0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95])
+    mean, std = base.predict(X_TEST[:50], return_std=True)
+    z = (model.predict_quantiles(X_TEST[:50], levels) - mean[:, None]) / std[:, None]
+    # R^{-1}(q) - q has sd sqrt(q (1 - q) / 4000) <= 0.008, i.e. < 0.035 in z at these levels
+    np.testing.assert_allclose(z, np.broadcast_to(ndtri(levels), z.shape), atol=0.1)
+
+
+def test_prefit_map_is_the_interpolated_empirical_cdf_of_the_pit_values():
+    base = GaussianDouble(0.5).fit(X_TRAIN, Y_TRAIN)
+    X_cal, y_cal = make_data(300, 3)
+    model = CalibratedRegressorCV(base, cv="prefit").fit(X_cal, y_cal)
+    assert model.estimators_[0] is base
+    # By hand: R interpolates (0, 0), (p_(i), i / (n + 1)), (1, 1).
+    mean, std = base.predict(X_cal, return_std=True)
+    knots = np.concatenate(([0.0], np.sort(ndtr((y_cal - mean) / std)), [1.0]))
+    values = np.concatenate(([0.0], np.arange(1, 301) / 301, [1.0]))
+    levels = np.array([0.025, 0.3, 0.5, 0.9, 0.975])
+    mean, std = base.predict(X_TEST[:20], return_std=True)
+    expected = mean[:, None] + std[:, None] * ndtri(np.interp(levels, values, knots))
+    np.testing.assert_allclose(model.predict_quantiles(X_TEST[:20], levels), expected, rtol=1e-10)
+    expected_cdf = np.interp(ndtr((Y_TEST[:20] - mean) / std), knots, values)
+    np.testing.assert_allclose(model.predict_cdf(X_TEST[:20], Y_TEST[:20]), expected_cdf, rtol=1e-10)
+
+
+def test_frozen_estimator_is_prefit():
+    base = GaussianDouble(2.0).fit(X_TRAIN, Y_TRAIN)
+    prefit = CalibratedRegressorCV(base, cv="prefit").fit(X_TRAIN[:500], Y_TRAIN[:500])
+    frozen = CalibratedRegressorCV(FrozenEstimator(base), cv=5).fit(X_TRAIN[:500], Y_TRAIN[:500])
+    assert len(frozen.estimators_) == 1  # ensemble="auto" is False for a FrozenEstimator
+    np.testing.assert_allclose(frozen.predict_interval(X_TEST[:50]), prefit.predict_interval(X_TEST[:50]))
+    with pytest.raises(NotFittedError, match="cv='prefit' needs a fitted estimator"):
+        CalibratedRegressorCV(BayesianRidge(), cv="prefit").fit(X_TRAIN, Y_TRAIN)
+
+
+def quadrature_moments(model, X, n_levels=40000):
+    """Mean and std of the recalibrated distribution: int_0^1 Q(u) du by the midpoint rule over its quantiles Q."""
+    quantiles = model.predict_quantiles(X, (np.arange(n_levels) + 0.5) / n_levels)
+    return quantiles.mean(axis=1), quantiles.std(axis=1)
+
+
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_mean_and_std_are_those_of_the_recalibrated_distribution(ensemble):
+    model = CalibratedRegressorCV(GaussianDouble(0.4), cv=3, ensemble=ensemble).fit(X_TRAIN[:600], Y_TRAIN[:600])
+    mean, std = model.predict(X_TEST[:3], return_std=True)
+    expected_mean, expected_std = quadrature_moments(model, X_TEST[:3])
+    np.testing.assert_allclose(mean, expected_mean, atol=2e-3)
+    np.testing.assert_allclose(std, expected_std, rtol=2e-3)
+    # the recalibration widened the too-narrow base
+    assert np.all(std > 2 * GaussianDouble(0.4).predict(X_TEST[:3], return_std=True)[1])
+
+
+def test_draws_predictive_matches_the_gaussian_one():
+    # A base too wide by 1.5: the recalibrated 5% to 95% quantiles are base
+    # quantiles at levels 0.14 to 0.86, where 4,000 draws are plenty (a
+    # Monte-Carlo error of about 0.04 sigma). A base too narrow would need
+    # the draws' far tails.
+    X_cal, y_cal = make_data(500, 4)
+    gaussian = CalibratedRegressorCV(GaussianDouble(1.5), cv=2).fit(X_cal, y_cal)
+    draws = CalibratedRegressorCV(DrawsDouble(1.5), predictive="draws", n_draws=4000, cv=2).fit(X_cal, y_cal)
+    levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
+    quantiles = draws.predict_quantiles(X_TEST[:10], levels)
+    assert np.all(np.diff(quantiles, axis=1) > 0)
+    np.testing.assert_allclose(draws.predict_cdf(X_TEST[:10], quantiles[:, 2]), 0.5, atol=1e-9)
+    sigma = noise_std(X_TEST[:10])[:, None]
+    np.testing.assert_allclose(quantiles / sigma, gaussian.predict_quantiles(X_TEST[:10], levels) / sigma, atol=0.15)
+    mean, std = draws.predict(X_TEST[:10], return_std=True)
+    expected_mean, expected_std = quadrature_moments(draws, X_TEST[:10], n_levels=2000)
+    np.testing.assert_allclose(mean, expected_mean, atol=1e-2)
+    np.testing.assert_allclose(std, expected_std, rtol=1e-2)
+    assert not hasattr(draws, "log_predictive_density")
+
+
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_density_integrates_to_the_cdf(ensemble):
+    model = CalibratedRegressorCV(GaussianDouble(0.5), cv=2, ensemble=ensemble).fit(X_TRAIN[:400], Y_TRAIN[:400])
+    for row in X_TEST[:2]:
+        mean, std = GaussianDouble(0.5).predict(row[None], return_std=True)
+        # y where the base CDF meets a knot of a map: the density is smooth in between
+        knots = np.concatenate([iso.X_thresholds_[1:-1] for iso in model.calibrators_])
+        grid = np.sort(np.concatenate((np.linspace(-40, 40, 200001), ndtri(knots)))) * std + mean
+        midpoints = (grid[1:] + grid[:-1]) / 2
+        density = np.exp(model.log_predictive_density(np.repeat(row[None], midpoints.size, axis=0), midpoints))
+        cumulative = np.concatenate(([0.0], np.cumsum(np.diff(grid) * density)))  # midpoint rule
+        assert cumulative[-1] == pytest.approx(1.0, abs=1e-6)
+        points = np.arange(0, grid.size, 5000)
+        cdf = model.predict_cdf(np.repeat(row[None], points.size, axis=0), grid[points])
+        np.testing.assert_allclose(cumulative[points], cdf, atol=1e-6)
+
+
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_quantiles_increase_with_the_level_and_invert_the_cdf(ensemble):
+    model = CalibratedRegressorCV(GaussianDouble(2.0), cv=3, ensemble=ensemble).fit(X_TRAIN[:300], Y_TRAIN[:300])
+    levels = np.sort(np.random.RandomState(0).uniform(0.001, 0.999, 50))
+    quantiles = model.predict_quantiles(X_TEST[:30], levels)
+    assert quantiles.shape == (30, 50)
+    assert np.all(np.diff(quantiles, axis=1) > 0)
+    cdf = model.predict_cdf(np.repeat(X_TEST[:30], 50, axis=0), quantiles.ravel()).reshape(30, 50)
+    np.testing.assert_allclose(cdf, np.broadcast_to(levels, cdf.shape), atol=1e-9)
+    lower, upper = model.predict_interval(X_TEST[:30], coverage=0.8)
+    np.testing.assert_allclose(np.c_[lower, upper], model.predict_quantiles(X_TEST[:30], [0.1, 0.9]))
+
+
+@pytest.fixture(scope="module")
+def mlp_recalibrated():
+    """A small BayesianMLPRegressor in a Pipeline, recalibrated on 2 folds."""
+    X, y = make_data(300, 5)
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor((16,), max_iter=30, n_mc_predict=20, random_state=0))
+    return CalibratedRegressorCV(pipe, cv=2).fit(X, y)
+
+
+def test_skbayes_regressor_in_a_pipeline(mlp_recalibrated):
+    assert all(isinstance(fitted, Pipeline) for fitted in mlp_recalibrated.estimators_)
+    mean, std = mlp_recalibrated.predict(X_TEST[:40], return_std=True)
+    lower, upper = mlp_recalibrated.predict_interval(X_TEST[:40], coverage=0.9)
+    assert np.all((lower < mean) & (mean < upper) & (std > 0))
+    assert np.all(np.isfinite(mlp_recalibrated.log_predictive_density(X_TEST[:40], Y_TEST[:40])))
+    # the draws of the final step's sample_y, after the pipeline's scaler
+    draws = CalibratedRegressorCV(mlp_recalibrated.estimators_[0], cv="prefit", predictive="draws", n_draws=200)
+    draws.fit(*make_data(200, 6))
+    quantiles = draws.predict_quantiles(X_TEST[:40], [0.1, 0.5, 0.9])
+    assert np.all(np.diff(quantiles, axis=1) > 0)
+
+
+def test_pickle_round_trip(mlp_recalibrated):
+    loaded = pickle.loads(pickle.dumps(mlp_recalibrated))
+    np.testing.assert_array_equal(loaded.predict_quantiles(X_TEST[:20], [0.05, 0.95]),
+                                  mlp_recalibrated.predict_quantiles(X_TEST[:20], [0.05, 0.95]))
+
+
+def test_errors():
+    X, y = X_TRAIN[:50], Y_TRAIN[:50]
+    with pytest.raises(ValueError, match="return_std"):
+        CalibratedRegressorCV(LinearRegression()).fit(X, y)
+    with pytest.raises(ValueError, match="return_std"):  # inside a pipeline too
+        CalibratedRegressorCV(make_pipeline(StandardScaler(), LinearRegression())).fit(X, y)
+    with pytest.raises(ValueError, match="sample_y"):
+        CalibratedRegressorCV(BayesianRidge(), predictive="draws").fit(X, y)
+    with pytest.raises(ValueError, match="needs at least 5 rows; got n_samples=3"):
+        CalibratedRegressorCV(BayesianRidge(), cv=5).fit(X[:3], y[:3])
+    with pytest.raises(ValueError, match="NaN"):
+        CalibratedRegressorCV(BayesianRidge()).fit(np.where(X > 1.9, np.nan, X), y)
+    with pytest.raises(ValueError, match="one target; got y with 2 columns"):
+        CalibratedRegressorCV(BayesianRidge()).fit(X, np.c_[y, y])
+    with pytest.raises(ValueError, match="'n_draws' parameter"):
+        CalibratedRegressorCV(BayesianRidge(), n_draws=1).fit(X, y)
+    model = CalibratedRegressorCV(BayesianRidge(), cv=2)
+    with pytest.raises(NotFittedError):
+        model.predict_interval(X)
+    model.fit(X, y)
+    with pytest.raises(ValueError, match=r"levels in \(0, 1\)"):
+        model.predict_quantiles(X, [0.0, 0.5])
+    with pytest.raises(ValueError, match="'coverage' parameter"):
+        model.predict_interval(X, coverage=1.0)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :1])
+
+
+def test_skbayes_regressor_under_mapie_split_conformal():
+    """MAPIE's split conformal intervals, score |y - mean| / std from predict(X, return_std=True)."""
+    pytest.importorskip("mapie")
+    from mapie.regression import SplitConformalRegressor
+
+    X_fit, y_fit = make_data(300, 7)
+    X_cal, y_cal = make_data(1000, 8)
+    model = BayesianMLPRegressor((16,), max_iter=30, random_state=0).fit(X_fit, y_fit)
+    conformal = SplitConformalRegressor(model, confidence_level=0.9, conformity_score="std_normalized", prefit=True)
+    conformal.conformalize(X_cal, y_cal)
+    point, intervals = conformal.predict_interval(X_TEST)
+    lower, upper = intervals[:, 0, 0], intervals[:, 1, 0]
+    # coverage >= 0.9 in expectation over calibration sets; sd of a given one about
+    # sqrt(0.09 / 1000) = 0.01, plus 0.003 from the test rows
+    assert coverage(lower, upper, Y_TEST) == pytest.approx(0.9, abs=0.035)
+    # the upper bound is mean + q std with q the ceil(0.9 (n + 1))-th smallest score (Lei et al. 2018)
+    mean, std = model.predict(X_TEST, return_std=True)
+    cal_mean, cal_std = model.predict(X_cal, return_std=True)
+    q = np.sort(np.abs(y_cal - cal_mean) / cal_std)[int(np.ceil(0.9 * 1001)) - 1]
+    np.testing.assert_allclose(point, mean)
+    np.testing.assert_allclose(upper, mean + q * std, rtol=1e-6)
+    assert np.ptp((mean - lower) / std) < 1e-6  # the lower bound: a constant score times std as well
