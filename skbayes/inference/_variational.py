@@ -3,7 +3,7 @@
 from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
-from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP
+from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
 
@@ -31,10 +31,31 @@ def initialize_mean_field(init, module, X, Y, settings, generator):
     """Apply the posterior initialisation ``init`` to a mean-field network.
 
     ``init`` is a key of INITIALIZATIONS, or of MODULE_INITIALIZATIONS for a
-    network around a torch module.
+    network around a torch module. The initialisations that regress the
+    targets (``"iblm"``) take the likelihood's noise standard deviation
+    (for Student-t noise, its standard deviation sqrt(s^2 nu / (nu - 2)));
+    classification passes None.
+
+    Raises
+    ------
+    ValueError
+        For ``"iblm"`` with heteroscedastic noise: the output layer's raw
+        noise scales have no targets to regress.
     """
     likelihood = module["likelihood"]
-    noise_std = likelihood.noise_std.detach() if hasattr(likelihood, "noise_std") else None
+    if getattr(likelihood, "heteroscedastic", False):
+        if init == "iblm":
+            raise ValueError(
+                "MeanFieldVI(init='iblm') and Vadam(init='iblm') regress the targets with a fixed noise level; "
+                "noise='heteroscedastic' has none. Use another init (e.g. 'default')."
+            )
+        noise_std = None  # the other initialisations ignore it
+    elif isinstance(likelihood, GaussianLikelihood):
+        noise_std = likelihood.noise_std.detach()
+    elif hasattr(likelihood, "noise_variance"):  # Student-t
+        noise_std = likelihood.noise_variance().detach().sqrt()
+    else:  # classification
+        noise_std = None
     table = MODULE_INITIALIZATIONS if isinstance(module["network"], BayesianModuleNetwork) else INITIALIZATIONS
     table[init](
         module["network"], X, Y, prior_scale=settings.prior_scale, noise_std=noise_std, generator=generator
