@@ -2,6 +2,8 @@
 
 from numbers import Integral, Real
 
+import torch
+
 from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
@@ -32,24 +34,14 @@ def initialize_mean_field(init, module, X, Y, settings, generator):
 
     ``init`` is a key of INITIALIZATIONS, or of MODULE_INITIALIZATIONS for a
     network around a torch module. The initialisations that regress the
-    targets (``"iblm"``) take the likelihood's noise standard deviation
-    (for Student-t noise, its standard deviation sqrt(s^2 nu / (nu - 2)));
-    classification passes None.
-
-    Raises
-    ------
-    ValueError
-        For ``"iblm"`` with heteroscedastic noise: the output layer's raw
-        noise scales have no targets to regress.
+    targets (``"iblm"``) take the likelihood's noise standard deviation:
+    for Student-t noise its standard deviation sqrt(s^2 nu / (nu - 2)), for
+    heteroscedastic noise its initial level (the raw noise outputs then
+    regress 0, see :func:`skbayes.nn.iblm_init`); classification passes None.
     """
     likelihood = module["likelihood"]
     if getattr(likelihood, "heteroscedastic", False):
-        if init == "iblm":
-            raise ValueError(
-                "MeanFieldVI(init='iblm') and Vadam(init='iblm') regress the targets with a fixed noise level; "
-                "noise='heteroscedastic' has none. Use another init (e.g. 'default')."
-            )
-        noise_std = None  # the other initialisations ignore it
+        noise_std = torch.full((likelihood.n_outputs,), likelihood.init_std, device=X.device, dtype=X.dtype)
     elif isinstance(likelihood, GaussianLikelihood):
         noise_std = likelihood.noise_std.detach()
     elif hasattr(likelihood, "noise_variance"):  # Student-t

@@ -99,7 +99,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
           (:class:`skbayes.nn.StudentTLikelihood`).
 
         ``PBP`` fits ``"homoscedastic"`` only; every other method fits all
-        three (``MeanFieldVI(init="iblm")`` not ``"heteroscedastic"``).
+        three.
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation (the Student-t's scale with
         ``noise="student_t"``): ``"learn"`` fits it (type-II maximum

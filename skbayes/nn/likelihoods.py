@@ -69,6 +69,9 @@ References
    ensembles", NeurIPS 2017, eq. 1.
 .. [Lange1989] K. L. Lange, R. J. A. Little and J. M. G. Taylor, "Robust
    statistical modeling using the t distribution", JASA 84(408), 1989.
+.. [Juarez2010] M. A. Juárez and M. F. J. Steel, "Model-based clustering of
+   non-Gaussian panel data based on skew-t distributions", JBES 28(1), 2010
+   (the Gamma(2, 0.1) prior on the degrees of freedom).
 """
 
 import copy
@@ -327,6 +330,7 @@ class HeteroscedasticGaussianLikelihood(RegressionLikelihood):
         if min_std < 0 or init_std <= min_std:
             raise ValueError(f"Need 0 <= min_std < init_std; got min_std={min_std!r}, init_std={init_std!r}.")
         self.n_outputs = int(n_outputs)
+        self.init_std = float(init_std)
         self.min_std = float(min_std)
         self.shift = float(inverse_softplus(init_std - min_std))
 
@@ -427,6 +431,28 @@ class StudentTLikelihood(RegressionLikelihood):
     def df(self):
         """Degrees of freedom nu > 2, shape (n_outputs,) or (n_members, 1, n_outputs)."""
         return F.softplus(self.raw_df) + self._min_df + self._floor
+
+    def neg_log_prior(self):
+        r"""-log p(r_nu) of the raw degrees of freedom: nu - 2 ~ Gamma(2, 0.1), per member.
+
+        The weakly informative Gamma(2, 0.1) prior of [Juarez2010]_ (mean
+        20), put on nu - 2 and carried to the raw value r_nu (nu - 2 =
+        softplus(r_nu) + 1e-6) with its Jacobian sigmoid(r_nu):
+        log p(r_nu) = log(0.01 x e^{-0.1 x}) + log sigmoid(r_nu), x = nu - 2.
+        A flat prior on r_nu would be improper in both directions (the
+        likelihood tends to a constant as nu -> 2 and as nu -> infinity), so
+        the methods that sample or penalise the likelihood's parameters with
+        the weights (``SGHMC``, ``DeepEnsemble``) add this term; the
+        variational methods fit nu by type-II maximum likelihood.
+
+        Returns
+        -------
+        neg_log_prior : torch.Tensor of shape () or (n_members,)
+            In nats, summed over the outputs.
+        """
+        x = self.df - self._min_df
+        log_p = math.log(0.01) + torch.log(x) - 0.1 * x + F.logsigmoid(self.raw_df)
+        return -(log_p.flatten(1).sum(-1) if log_p.dim() == 3 else log_p.sum())
 
     def noise_variance(self, f=None):
         """The variance s^2 nu / (nu - 2) of the noise, shape (n_outputs,) or (n_members, 1, n_outputs)."""
