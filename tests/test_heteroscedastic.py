@@ -163,7 +163,8 @@ def test_heteroscedastic_noise_tracks_sigma_x_and_covers_in_every_bin():
     homo = BayesianMLPRegressor(noise="homoscedastic", **params).fit(X, y)
     coverage = _coverage_by_bin(homo, X_test, y_test)
     assert coverage[0] > 0.98 and coverage[-1] < 0.85
-    assert hetero.log_predictive_density(X_test, y_test).mean() > homo.log_predictive_density(X_test, y_test).mean() + 0.2
+    lpd = {name: m.log_predictive_density(X_test, y_test).mean() for name, m in (("hetero", hetero), ("homo", homo))}
+    assert lpd["hetero"] > lpd["homo"] + 0.2
 
 
 def test_student_t_is_robust_to_outliers():

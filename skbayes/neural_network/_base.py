@@ -430,7 +430,8 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     def _over_draws(self, X, fn, n_draws=None, seed=None, parameters=None):
         """Apply ``fn(f, rows)`` to the network's outputs under shared weight draws, row block by row block.
 
-        ``f`` has shape (n_draws, n_block_rows, n_outputs); the weight draws
+        ``f`` has shape (n_draws, n_block_rows, width), width the network's
+        outputs (2k for heteroscedastic regression); the weight draws
         (``parameters``, else :meth:`_draw_parameters` with ``n_draws`` and
         ``seed``) are shared by all rows, so a row's values do not depend on
         the other rows. Memory is bounded by a constant (see

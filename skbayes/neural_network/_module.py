@@ -200,7 +200,7 @@ _MODULE_CONSTRAINTS = {
 class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     """Bayesian neural network regressor around any torch module.
 
-    The estimator of :class:`BayesianMLPRegressor` (Gaussian likelihood,
+    The estimator of :class:`BayesianMLPRegressor` (the same noise models,
     learned noise, standardised targets, the same training loop and
     Monte-Carlo predictions) for a network the user builds from plain torch
     layers: convolutional, recurrent, anything. The inference method turns
@@ -232,7 +232,8 @@ random_state, verbose, device, dtype
     %(shared_attributes)s
     noise_std_ : ndarray of shape (n_outputs,)
         Observation noise standard deviation, in the units of y (for
-        ``DeepEnsemble``, the root mean square over the members).
+        ``DeepEnsemble``, the root mean square over the members; for the
+        other noise models, as in :class:`BayesianMLPRegressor`).
     n_outputs_ : int
         Number of outputs.
 

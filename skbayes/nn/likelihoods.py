@@ -164,7 +164,7 @@ class RegressionLikelihood(nn.Module):
         return {name: tensor for name, tensor in tensors.items() if tensor.dim() == 3}
 
     def with_member_tensors(self, tensors):
-        """A copy whose per-member tensors are replaced by ``tensors`` (name -> tensor), learned ones staying learned."""
+        """A copy with the per-member tensors ``tensors`` (name -> tensor); learned ones stay learned."""
         likelihood = copy.deepcopy(self)
         for name, value in tensors.items():
             if isinstance(getattr(likelihood, name), nn.Parameter):
