@@ -92,6 +92,9 @@ def _instances():
                 continue  # PBP: regression only
             params = {**INIT_PARAMS[cls.__name__], **METHOD_ESTIMATOR_PARAMS.get(type(method).__name__, {})}
             yield cls(**params, inference=method)
+        if cls is skbayes.BayesianMLPRegressor:  # the other noise models, each with one method
+            yield cls(**INIT_PARAMS[cls.__name__], noise="heteroscedastic", inference=MeanFieldVI())
+            yield cls(**INIT_PARAMS[cls.__name__], noise="student_t", inference=DeepEnsemble(n_estimators=2))
 
 
 @parametrize_with_checks(

@@ -85,6 +85,24 @@ def test_regressor_on_cuda(method, data):
     assert all(not t.is_cuda for t in state["module_"].state_dict().values())
 
 
+@pytest.mark.parametrize("noise", ["heteroscedastic", "student_t"])
+@pytest.mark.parametrize("method", [MeanFieldVI(), DeepEnsemble(n_estimators=3), SGHMC(burn_in=4, thinning=1,
+                                    n_kept_samples=4)], ids=lambda m: type(m).__name__)
+def test_noise_models_on_cuda(method, noise, data):
+    X, y = data
+    model = BayesianMLPRegressor((16,), inference=method, noise=noise, max_iter=6, n_mc_predict=20, device="cuda",
+                                 random_state=0).fit(X, y)
+    assert next(model.module_["network"].parameters()).is_cuda
+    parts = model.predict_uncertainty(X)
+    lower, upper = model.predict_interval(X)
+    assert np.all(np.isfinite(parts.std)) and np.all(lower < parts.mean) and np.all(parts.mean < upper)
+    assert model.sample_y(X[:5], n_samples=4).shape == (5, 4)
+    assert np.all(np.isfinite(model.log_predictive_density(X, y)))
+    cpu = _on_cpu(model)
+    np.testing.assert_allclose(cpu.predict_uncertainty(X).std, parts.std, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(cpu.predict_interval(X)), np.asarray((lower, upper)), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("method", [m for m in METHODS if m.supports_classification], ids=lambda m: type(m).__name__)
 def test_classifier_on_cuda(method, data):
     X, y = data

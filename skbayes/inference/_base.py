@@ -162,6 +162,9 @@ class InferenceMethod(BaseEstimator):
     #: Whether the method can infer the sparse Gaussian processes
     #: (:meth:`prepare_gp`); :class:`~skbayes.SparseGPRegressor` refuses the others.
     supports_gp = False
+    #: The observation noise models (``noise`` of :class:`~skbayes.BayesianMLPRegressor`)
+    #: the method can fit; the regressor refuses the others at fit.
+    noise_models = frozenset({"homoscedastic", "heteroscedastic", "student_t"})
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         """The untrained network, a :class:`torch.nn.Module`.

@@ -42,7 +42,10 @@ def member_losses(module, x, y, n_data):
 
     ``-mean_i log p(y_i | x_i, w_m) + (-log p(w_m)) / N``: the MAP loss of
     member m (weight decay from the N(0, prior_scale^2) prior), with the
-    member's own noise level when the likelihood has one per member.
+    member's own noise level when the likelihood has one per member, and the
+    prior of the likelihood's parameters when it has one
+    (:meth:`skbayes.nn.StudentTLikelihood.neg_log_prior`; the noise level has
+    a flat prior on its raw value).
 
     Parameters
     ----------
@@ -51,7 +54,10 @@ def member_losses(module, x, y, n_data):
     """
     network, likelihood = module["network"], module["likelihood"]
     log_lik = likelihood.log_prob(y, network(x))  # (M, batch_size)
-    return -log_lik.mean(dim=-1) + network.member_neg_log_prior() / n_data
+    neg_log_prior = network.member_neg_log_prior()
+    if hasattr(likelihood, "neg_log_prior"):
+        neg_log_prior = neg_log_prior + likelihood.neg_log_prior()
+    return -log_lik.mean(dim=-1) + neg_log_prior / n_data
 
 
 class StackedMLPMethod(InferenceMethod):
@@ -124,8 +130,10 @@ class DeepEnsemble(StackedMLPMethod):
     The predictive distribution is the uniform mixture of the members,
     p(y | x) = (1/M) sum_m N(y | f_m(x), sigma_m^2); its variance is the
     mean noise variance (aleatoric) plus the spread of the member means
-    (epistemic). Unlike the paper, the noise is homoscedastic per member
-    (not a second network output) and there is no adversarial training.
+    (epistemic). By default the noise is homoscedastic per member; with
+    ``BayesianMLPRegressor(noise="heteroscedastic")`` each member outputs
+    its noise level too, the model of the paper (eq. 1). There is no
+    adversarial training.
     ``inference_diagnostics_`` holds ``neg_log_prior``, the summed
     sum(w^2) / (2 prior_scale^2) of all members.
 

@@ -34,7 +34,9 @@ class PBP(InferenceMethod):
     stopping rule (without ``early_stopping`` all passes run: -log Z keeps
     falling with every pass), ``random_state``, ``device`` and ``dtype``.
 
-    Regression only. ``warm_start=True`` runs more passes over the data,
+    Regression only, with homoscedastic Gaussian noise (``noise="homoscedastic"``:
+    the moment matching of the likelihood factor is in closed form for it
+    only). ``warm_start=True`` runs more passes over the data,
     which counts it again; to add new rows, use ``partial_fit``: one ADF pass
     over them (the streaming use of ADF) followed by a refinement of the
     prior factors.
@@ -54,6 +56,8 @@ class PBP(InferenceMethod):
     """
 
     supports_classification = False
+    #: Moment matching is for the homoscedastic Gaussian likelihood only.
+    noise_models = frozenset({"homoscedastic"})
     #: The authors' 40 passes (Hernández-Lobato & Adams 2015, section 5).
     default_max_iter = 40
 

@@ -1,6 +1,5 @@
 """Stochastic-gradient HMC over the weights (Chen et al. 2014; Rossi 2022, section 2.4)."""
 
-import copy
 import warnings
 from numbers import Integral, Real
 
@@ -23,20 +22,13 @@ _N_RHAT_MEAN_ROWS = 512
 _GP_ADAPT_FRACTION = 0.5
 
 
-def _with_raw_noise(likelihood, raw):
-    """A copy of ``likelihood`` whose per-member raw noise is ``raw``."""
-    likelihood = copy.deepcopy(likelihood)
-    if isinstance(likelihood.raw_noise, torch.nn.Parameter):
-        likelihood.raw_noise = torch.nn.Parameter(raw)
-    else:
-        likelihood.raw_noise = raw
-    return likelihood
+def _member_tensors(likelihood):
+    """The likelihood's per-member noise parameters, name -> (n_members, 1, k); empty without (classification).
 
-
-def _member_raw_noise(likelihood):
-    """The per-member raw noise tensor (n_members, 1, k), or None."""
-    raw = getattr(likelihood, "raw_noise", None)
-    return None if raw is None or raw.dim() != 3 else raw
+    One noise level per chain (and for Student-t noise one number of degrees
+    of freedom), see :meth:`skbayes.nn.RegressionLikelihood.member_tensors`.
+    """
+    return likelihood.member_tensors() if hasattr(likelihood, "member_tensors") else {}
 
 
 class KeepSamples(Callback):
@@ -54,7 +46,9 @@ class KeepSamples(Callback):
     ----------
     samples : list
         Per kept sample: the chains' weights (one tensor per layer), their
-        raw noise (or None) and their per-layer prior scales (or None).
+        per-member noise parameters (a dict, empty for classification or a
+        heteroscedastic likelihood) and their per-layer prior scales (or
+        None).
     """
 
     def __init__(self, module, burn_in, thinning):
@@ -69,13 +63,13 @@ class KeepSamples(Callback):
             self.samples.append(self.snapshot())
 
     def snapshot(self):
-        """Copies of the chains' weights (per layer), raw noise and layer prior scales, now."""
+        """Copies of the chains' weights (per layer), noise parameters and layer prior scales, now."""
         network = self.module["network"]
         weights = [tensor.detach().clone() for tensor in network.member_tensors()]
-        raw = _member_raw_noise(self.module["likelihood"])
+        noise = {name: t.detach().clone() for name, t in _member_tensors(self.module["likelihood"]).items()}
         scales = network.layer_prior_scales()
         scales = None if scales is None else tuple(s.clone() for s in scales)
-        return weights, None if raw is None else raw.detach().clone(), scales
+        return weights, noise, scales
 
 
 class KeepChainStates(Callback):
@@ -167,7 +161,11 @@ class SGHMC(StackedMLPMethod):
     coordinate of the dynamics under a flat prior, i.e. the prior
     p(sigma) ∝ 1/sigma for small sigma. With N rows the posterior of log
     sigma has a standard deviation of about 1/sqrt(2N), so it differs little
-    from a point estimate. Each kept sample keeps its own noise level.
+    from a point estimate. Each kept sample keeps its own noise level. With
+    ``noise="student_t"`` the scale and the degrees of freedom are sampled
+    the same way (flat priors on their unconstrained values) and kept per
+    sample; with ``noise="heteroscedastic"`` the noise is an output of the
+    sampled network.
 
     ``inference_diagnostics_["rhat"]`` is the largest classic split R-hat
     (Gelman et al. 2013, section 11.4) over the kept samples of the chains,
@@ -259,9 +257,8 @@ class SGHMC(StackedMLPMethod):
         last = torch.arange(1, old_chains + 1, device=network.member_tensors()[0].device) * n_kept - 1
         index = last[torch.arange(n_chains, device=last.device) % old_chains]
         module["network"] = network.select(index)
-        raw = _member_raw_noise(module["likelihood"])
-        if raw is not None:
-            module["likelihood"] = _with_raw_noise(module["likelihood"], raw.detach()[index].clone())
+        if _member_tensors(module["likelihood"]):
+            module["likelihood"] = module["likelihood"].select(index)
 
     def prepare(self, module, X, Y, settings, context):
         if context.warm_start:
@@ -408,8 +405,9 @@ class SGHMC(StackedMLPMethod):
         kept = network.with_member_tensors(weights, layer_prior_scales=scales)
         kept.n_chains = network.n_members
         module["network"] = kept
-        if samples[0][1] is not None:
-            module["likelihood"] = _with_raw_noise(module["likelihood"], chain_major([s[1] for s in samples]))
+        if samples[0][1]:
+            noise = {name: chain_major([s[1][name] for s in samples]) for name in samples[0][1]}
+            module["likelihood"] = module["likelihood"].with_member_tensors(noise)
 
     @staticmethod
     def _rhat(module, X, Y, n_chains, n_kept):

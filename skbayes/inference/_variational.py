@@ -2,8 +2,10 @@
 
 from numbers import Integral, Real
 
+import torch
+
 from .._param_validation import Interval, StrOptions
-from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP
+from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
 
@@ -31,10 +33,21 @@ def initialize_mean_field(init, module, X, Y, settings, generator):
     """Apply the posterior initialisation ``init`` to a mean-field network.
 
     ``init`` is a key of INITIALIZATIONS, or of MODULE_INITIALIZATIONS for a
-    network around a torch module.
+    network around a torch module. The initialisations that regress the
+    targets (``"iblm"``) take the likelihood's noise standard deviation:
+    for Student-t noise its standard deviation sqrt(s^2 nu / (nu - 2)), for
+    heteroscedastic noise its initial level (the raw noise outputs then
+    regress 0, see :func:`skbayes.nn.iblm_init`); classification passes None.
     """
     likelihood = module["likelihood"]
-    noise_std = likelihood.noise_std.detach() if hasattr(likelihood, "noise_std") else None
+    if getattr(likelihood, "heteroscedastic", False):
+        noise_std = torch.full((likelihood.n_outputs,), likelihood.init_std, device=X.device, dtype=X.dtype)
+    elif isinstance(likelihood, GaussianLikelihood):
+        noise_std = likelihood.noise_std.detach()
+    elif hasattr(likelihood, "noise_variance"):  # Student-t
+        noise_std = likelihood.noise_variance().detach().sqrt()
+    else:  # classification
+        noise_std = None
     table = MODULE_INITIALIZATIONS if isinstance(module["network"], BayesianModuleNetwork) else INITIALIZATIONS
     table[init](
         module["network"], X, Y, prior_scale=settings.prior_scale, noise_std=noise_std, generator=generator

@@ -226,6 +226,10 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         """Whether the likelihood's noise is learned."""
         return False
 
+    def _network_width(self, n_outputs):
+        """Number of network outputs for ``n_outputs`` targets (or classes): the same by default."""
+        return n_outputs
+
     # ------------------------------------------------------------------ fitting
     def _auto_batch_size(self, n_samples):
         return _auto_batch_size(n_samples)
@@ -264,7 +268,8 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     def _build_module(self, method, settings, n_features, n_outputs, seed, device, dtype):
         factory = {"device": device, "dtype": dtype}
         build = method.build_network if settings.module is None else method.build_module_network
-        network = build(n_features, n_outputs, settings, generator=self._generator(seed), **factory)
+        width = self._network_width(n_outputs)
+        network = build(n_features, width, settings, generator=self._generator(seed), **factory)
         likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
@@ -273,16 +278,17 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
             return False
         if type(getattr(self, "inference_", None)) is not type(method) or not method.can_warm_start(self.module_):
             return False
-        network = self.module_["network"]
+        network, width = self.module_["network"], self._network_width(n_outputs)
         if hasattr(network, "n_features"):  # a torch module's network
-            return network.n_features == n_features and network.n_outputs == n_outputs
-        return network.layers[0].in_features == n_features and network.layers[-1].out_features == n_outputs
+            return network.n_features == n_features and network.n_outputs == width
+        return network.layers[0].in_features == n_features and network.layers[-1].out_features == width
 
     def _fit_network(self, X, Y, n_outputs, method):
         """Fit ``module_`` to validated X (n, d) and encoded targets Y (n, k).
 
-        ``n_outputs`` is the network's output width (k for regression, the
-        number of classes for classification); ``method`` the resolved
+        ``n_outputs`` is the number of targets k for regression (the network
+        has ``_network_width(k)`` outputs), the number of classes for
+        classification; ``method`` the resolved
         inference method, which builds and trains the network in the shared
         loop.
         """
@@ -424,7 +430,8 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     def _over_draws(self, X, fn, n_draws=None, seed=None, parameters=None):
         """Apply ``fn(f, rows)`` to the network's outputs under shared weight draws, row block by row block.
 
-        ``f`` has shape (n_draws, n_block_rows, n_outputs); the weight draws
+        ``f`` has shape (n_draws, n_block_rows, width), width the network's
+        outputs (2k for heteroscedastic regression); the weight draws
         (``parameters``, else :meth:`_draw_parameters` with ``n_draws`` and
         ``seed``) are shared by all rows, so a row's values do not depend on
         the other rows. Memory is bounded by a constant (see

@@ -200,7 +200,7 @@ _MODULE_CONSTRAINTS = {
 class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     """Bayesian neural network regressor around any torch module.
 
-    The estimator of :class:`BayesianMLPRegressor` (Gaussian likelihood,
+    The estimator of :class:`BayesianMLPRegressor` (the same noise models,
     learned noise, standardised targets, the same training loop and
     Monte-Carlo predictions) for a network the user builds from plain torch
     layers: convolutional, recurrent, anything. The inference method turns
@@ -217,10 +217,13 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
         ``MeanFieldVI``, ``MCDropout``, ``DeepEnsemble`` or ``SGHMC`` (or
         ``"mfvi"``, ``"mc_dropout"``, ``"ensemble"``, ``"sghmc"``); the
         others refuse a module.
-    prior_scale, noise_std, normalize_y, batch_size, learning_rate_init, beta_1, beta_2, max_iter, \
+    prior_scale, noise, noise_std, normalize_y, batch_size, learning_rate_init, beta_1, beta_2, max_iter, \
 n_mc_predict, early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, \
 random_state, verbose, device, dtype
-        As in :class:`BayesianMLPRegressor`.
+        As in :class:`BayesianMLPRegressor`. With ``noise="heteroscedastic"``
+        the module must return two values per target (the mean and the raw
+        noise scale): a factory taking ``n_outputs`` receives twice the
+        number of targets.
 
     Attributes
     ----------
@@ -229,7 +232,8 @@ random_state, verbose, device, dtype
     %(shared_attributes)s
     noise_std_ : ndarray of shape (n_outputs,)
         Observation noise standard deviation, in the units of y (for
-        ``DeepEnsemble``, the root mean square over the members).
+        ``DeepEnsemble``, the root mean square over the members; for the
+        other noise models, as in :class:`BayesianMLPRegressor`).
     n_outputs_ : int
         Number of outputs.
 
@@ -274,6 +278,7 @@ random_state, verbose, device, dtype
         input_shape=None,
         inference="mfvi",
         prior_scale=1.0,
+        noise="homoscedastic",
         noise_std="learn",
         normalize_y=True,
         batch_size="auto",

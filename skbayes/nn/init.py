@@ -134,6 +134,21 @@ def _targets(n_outputs, Y, noise_std):
     return Y, (noise**2).expand(Y.shape[1])
 
 
+def _output_targets(targets, noise_var, n_units):
+    """Targets and noise variances of an output layer of ``n_units`` units.
+
+    The k target columns, then, for units beyond them (the raw noise scales
+    of a heteroscedastic likelihood, whose raw value 0 is its initial noise
+    level), the constant 0 with the noise variance of column j mod k.
+    """
+    n, k = targets.shape
+    if n_units <= k:
+        return targets, noise_var
+    extra = torch.arange(n_units - k, device=targets.device) % k
+    targets = torch.cat([targets, targets.new_zeros(n, n_units - k)], dim=1)
+    return targets, torch.cat([noise_var, noise_var[..., extra]], dim=-1)
+
+
 def _unit_rows(units, k, n, *, shared, batch_size, generator, device):
     """Rows (U, b) of X each unit regresses on, its target column (U,) and sign (U,).
 
@@ -215,6 +230,11 @@ def iblm_init(
       column. For classification, the one-hot labels transformed as
       log(Y + a) - v/2 with per-entry noise variance v = log(1/(Y + a) + 1),
       a = 0.01 (Milios et al. 2018), a heteroscedastic regression.
+    * An output layer wider than the k targets (2k units: the means and the
+      raw noise scales of a heteroscedastic likelihood) has its units
+      beyond the k-th regress the constant 0 (the raw value of the
+      likelihood's initial noise level); the hidden units regress the k
+      targets only.
 
     Parameters
     ----------
@@ -241,13 +261,16 @@ def iblm_init(
     _check_mean_field(network)
     prior_var = float(prior_scale) ** 2
     targets, noise_var = _targets(network.layers[-1].out_features, Y, noise_std)
-    n, k = targets.shape
+    output = _output_targets(targets, noise_var, network.layers[-1].out_features)
+    n = targets.shape[0]
     n_layers = len(network.layers)
     for index, layer in enumerate(network.layers):
         units = layer.out_features
         shared = index == n_layers - 1
+        layer_targets, layer_noise_var = output if shared else (targets, noise_var)
         rows, column, sign = _unit_rows(
-            units, k, n, shared=shared, batch_size=batch_size, generator=generator, device=X.device
+            units, layer_targets.shape[1], n, shared=shared, batch_size=batch_size, generator=generator,
+            device=X.device,
         )
         mean = torch.empty_like(layer.mu)
         std = torch.empty_like(layer.mu)
@@ -258,7 +281,7 @@ def iblm_init(
             idx = rows[part]
             h = _propagate(network, X[idx], index, generator)
             phi = torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
-            m, s = _solve_units(phi, idx, column[part], sign[part], targets, noise_var, prior_var, None)
+            m, s = _solve_units(phi, idx, column[part], sign[part], layer_targets, layer_noise_var, prior_var, None)
             mean[:, part] = m.to(mean.dtype)
             std[:, part] = s.to(std.dtype)
         _set_layer(layer, mean, std)
@@ -461,14 +484,17 @@ def _iblm_module(network, X, Y, prior_scale, noise_std, generator, batch_size, m
             )
     prior_var = float(prior_scale) ** 2
     targets, noise_var = _targets(network.n_outputs, Y, noise_std)
+    output = _output_targets(targets, noise_var, network.n_outputs)
     center = targets.mean(dim=0)
-    n, k = targets.shape
+    n = targets.shape[0]
     device = X.device
     for index, layer in enumerate(layers):
         units = layer.out_channels if isinstance(layer, MeanFieldConv2d) else layer.out_features
         shared = index == len(layers) - 1
+        layer_targets, layer_noise_var = output if shared else (targets, noise_var)
         rows, column, sign = _unit_rows(
-            units, k, n, shared=shared, batch_size=batch_size, generator=generator, device=device
+            units, layer_targets.shape[1], n, shared=shared, batch_size=batch_size, generator=generator,
+            device=device,
         )
         images = rows.shape[1]
         # units whose images pass together: at most _IBLM_PASS_IMAGES images a pass
@@ -503,8 +529,8 @@ def _iblm_module(network, X, Y, prior_scale, noise_std, generator, batch_size, m
             for s0 in range(0, u, step):
                 sl = slice(s0, s0 + step)
                 mean, std = _solve_units(
-                    design[sl], image[sl], column[part][sl], sign[part][sl], targets, noise_var, prior_var,
-                    None if shared else center,
+                    design[sl], image[sl], column[part][sl], sign[part][sl], layer_targets, layer_noise_var,
+                    prior_var, None if shared else center,
                 )
                 means.append(mean)
                 stds.append(std)

@@ -6,6 +6,22 @@ Monte-Carlo draw). The Gaussian likelihood also owns its expectation under a
 Gaussian q(f), :meth:`GaussianLikelihood.expected_log_prob`, the data term of
 a sparse GP's evidence lower bound.
 
+The regression likelihoods of the Bayesian MLP regressors
+(:class:`GaussianLikelihood`, :class:`HeteroscedasticGaussianLikelihood`,
+:class:`StudentTLikelihood`) share one protocol for the network's outputs f
+of shape (..., n, w), w = ``output_width(k)`` columns for k targets:
+
+- ``location(f)``: the location of y given f, shape (..., n, k);
+- ``noise_variance(f)``: the variance of y given f (the aleatoric
+  variance), broadcastable to (..., n, k); ``f`` may be None when it does
+  not depend on f (``heteroscedastic`` False);
+- ``distribution(f)``: y given f as a :mod:`torch.distributions` object,
+  per output;
+- ``sample(f, random_state)``: draws of y given f, with numpy's generator;
+- ``member_tensors()``, ``with_member_tensors(tensors)`` and
+  ``select(index)``: the per-member noise parameters of a model with a finite
+  set of members (ensemble members, kept Monte-Carlo samples).
+
 The classification likelihoods of a variational GP classifier
 (:class:`BinaryLikelihood`, :class:`SoftmaxLikelihood`,
 :class:`RobustMaxLikelihood`; [Hensman2015c]_) share one protocol for the
@@ -46,8 +62,19 @@ References
 .. [HernandezLobato2011] D. Hernandez-Lobato, J. M. Hernandez-Lobato and
    P. Dupont, "Robust multi-class Gaussian process classification", NeurIPS
    2011.
+.. [Nix1994] D. A. Nix and A. S. Weigend, "Estimating the mean and variance
+   of the target probability distribution", ICNN 1994.
+.. [Lakshminarayanan2017] B. Lakshminarayanan, A. Pritzel and C. Blundell,
+   "Simple and scalable predictive uncertainty estimation using deep
+   ensembles", NeurIPS 2017, eq. 1.
+.. [Lange1989] K. L. Lange, R. J. A. Little and J. M. G. Taylor, "Robust
+   statistical modeling using the t distribution", JASA 84(408), 1989.
+.. [Juarez2010] M. A. Juárez and M. F. J. Steel, "Model-based clustering of
+   non-Gaussian panel data based on skew-t distributions", JBES 28(1), 2010
+   (the Gamma(2, 0.1) prior on the degrees of freedom).
 """
 
+import copy
 import math
 
 import numpy as np
@@ -62,8 +89,11 @@ __all__ = [
     "BinaryLikelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",
+    "HeteroscedasticGaussianLikelihood",
+    "RegressionLikelihood",
     "RobustMaxLikelihood",
     "SoftmaxLikelihood",
+    "StudentTLikelihood",
     "gauss_hermite",
 ]
 
@@ -105,7 +135,53 @@ def _quadrature(fn, f_mean, f_var, n_points):
     return (weights.reshape((-1,) + (1,) * (values.ndim - 1)) * values).sum(0)
 
 
-class GaussianLikelihood(nn.Module):
+class RegressionLikelihood(nn.Module):
+    """Base of the regression likelihoods of the Bayesian MLP regressors; not for direct use.
+
+    Holds what the three share: the output width, the location, the
+    per-member parameters (see the module docstring for the protocol).
+    Subclasses give ``log_prob``, ``noise_variance``, ``distribution`` and
+    ``sample``.
+    """
+
+    #: Whether the noise depends on the network's output (one level per row).
+    heteroscedastic = False
+    #: Network output columns per target.
+    _columns_per_output = 1
+
+    @classmethod
+    def output_width(cls, n_outputs):
+        """Number of network outputs for ``n_outputs`` targets (k, or 2k with a scale per row)."""
+        return cls._columns_per_output * int(n_outputs)
+
+    def location(self, f):
+        """Location of y given the network's outputs: (..., n, w) -> (..., n, k)."""
+        return f
+
+    def member_tensors(self):
+        """The per-member parameters and buffers, name -> tensor of shape (n_members, 1, k); empty without members."""
+        tensors = {**dict(self.named_parameters(recurse=False)), **dict(self.named_buffers(recurse=False))}
+        return {name: tensor for name, tensor in tensors.items() if tensor.dim() == 3}
+
+    def with_member_tensors(self, tensors):
+        """A copy with the per-member tensors ``tensors`` (name -> tensor); learned ones stay learned."""
+        likelihood = copy.deepcopy(self)
+        for name, value in tensors.items():
+            if isinstance(getattr(likelihood, name), nn.Parameter):
+                setattr(likelihood, name, nn.Parameter(value))
+            else:
+                setattr(likelihood, name, value)
+        return likelihood
+
+    def select(self, index):
+        """The likelihood of the members ``index`` (a LongTensor), in that order; itself without members."""
+        members = self.member_tensors()
+        if not members:
+            return self
+        return self.with_member_tensors({name: tensor.detach()[index] for name, tensor in members.items()})
+
+
+class GaussianLikelihood(RegressionLikelihood):
     r"""Homoscedastic Gaussian likelihood, one noise level per output.
 
     p(y | f) = prod_k N(y_k | f_k, sigma_k^2). The noise standard deviation is
@@ -146,6 +222,23 @@ class GaussianLikelihood(nn.Module):
     def noise_std(self):
         """Noise standard deviation, shape (n_outputs,) or (n_members, 1, n_outputs)."""
         return F.softplus(self.raw_noise) + self._floor
+
+    def noise_variance(self, f=None):
+        """sigma^2, shape (n_outputs,) or (n_members, 1, n_outputs); ``f`` is not used."""
+        return self.noise_std.square()
+
+    def distribution(self, f):
+        """N(f, sigma^2) per output, a :class:`torch.distributions.Normal` of batch shape (..., n, k)."""
+        return torch.distributions.Normal(f, self.noise_std.expand_as(f), validate_args=False)
+
+    def sample(self, f, random_state):
+        """Draws y = f + sigma eps of shape (..., n, k), eps ~ N(0, 1) from ``random_state`` (numpy).
+
+        The standard normal draws are numpy's float64 ones, so the result is
+        float64 and the same on every device.
+        """
+        eps = torch.as_tensor(random_state.standard_normal(tuple(f.shape)), device=f.device)
+        return f + eps * self.noise_std
 
     def log_prob(self, y, f):
         """Log-density of each observation, summed over outputs.
@@ -195,6 +288,201 @@ class GaussianLikelihood(nn.Module):
         if added_noise_var is not None:
             var = var + added_noise_var
         return (gaussian_log_prob(y, f_mean, var) - 0.5 * f_var / var).sum(-1)
+
+
+class HeteroscedasticGaussianLikelihood(RegressionLikelihood):
+    r"""Gaussian likelihood whose noise level is a second output of the network.
+
+    The network has 2k outputs per row: the first k are the mean, the last k
+    a raw scale r mapped to the noise standard deviation ([Nix1994]_;
+    [Lakshminarayanan2017]_, eq. 1),
+
+    .. math::
+
+        p(y \mid f) = \prod_{j=1}^k \mathcal N(y_j \mid f_j, \sigma_j(f)^2), \qquad
+        \sigma_j(f) = \operatorname{softplus}(f_{k+j} + c) + \sigma_{\min},
+
+    with c = softplus^{-1}(``init_std`` - ``min_std``), so that a raw output
+    of 0 means a noise of ``init_std``. The floor ``min_std`` keeps the
+    density bounded when the network would shrink the noise of a row to 0.
+    The likelihood has no parameters of its own.
+
+    Parameters
+    ----------
+    n_outputs : int
+        Number k of targets.
+    init_std : float, default=0.1
+        Noise standard deviation at raw output 0, in the units of f.
+    min_std : float, default=1e-3
+        Smallest noise standard deviation, in the units of f.
+
+    Raises
+    ------
+    ValueError
+        If ``init_std <= min_std`` or ``min_std < 0``.
+    """
+
+    heteroscedastic = True
+    _columns_per_output = 2
+
+    def __init__(self, n_outputs, init_std=0.1, min_std=1e-3):
+        super().__init__()
+        if min_std < 0 or init_std <= min_std:
+            raise ValueError(f"Need 0 <= min_std < init_std; got min_std={min_std!r}, init_std={init_std!r}.")
+        self.n_outputs = int(n_outputs)
+        self.init_std = float(init_std)
+        self.min_std = float(min_std)
+        self.shift = float(inverse_softplus(init_std - min_std))
+
+    def location(self, f):
+        """The mean columns f[..., :k], shape (..., n, k)."""
+        return f[..., : self.n_outputs]
+
+    def noise_std(self, f):
+        """sigma(f) of each row and target, shape (..., n, k), in the units of f."""
+        return F.softplus(f[..., self.n_outputs :] + self.shift) + self.min_std
+
+    def noise_variance(self, f):
+        """sigma(f)^2 of each row and target, shape (..., n, k)."""
+        return self.noise_std(f).square()
+
+    def log_prob(self, y, f):
+        """Log-density of each observation, summed over outputs.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n, k)
+        f : torch.Tensor of shape (..., n, 2k)
+            Means and raw scales (e.g. one slice per Monte-Carlo draw).
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (..., n)
+            log N(y | f[:k], sigma(f)^2) in nats, summed over the k outputs.
+        """
+        return gaussian_log_prob(y, self.location(f), self.noise_variance(f)).sum(-1)
+
+    def distribution(self, f):
+        """N(f[:k], sigma(f)^2) per output, a :class:`torch.distributions.Normal` of batch shape (..., n, k)."""
+        return torch.distributions.Normal(self.location(f), self.noise_std(f), validate_args=False)
+
+    def sample(self, f, random_state):
+        """Draws y = f[:k] + sigma(f) eps of shape (..., n, k), eps ~ N(0, 1) from ``random_state`` (numpy, float64)."""
+        loc = self.location(f)
+        eps = torch.as_tensor(random_state.standard_normal(tuple(loc.shape)), device=f.device)
+        return loc + eps * self.noise_std(f)
+
+
+class StudentTLikelihood(RegressionLikelihood):
+    r"""Student-t likelihood: homoscedastic, heavy-tailed noise, one scale and one df per output.
+
+    p(y | f) = prod_k St(y_k | f_k, s_k, nu_k), the Student-t density with
+    location f, scale s and nu degrees of freedom ([Lange1989]_; by
+    :class:`torch.distributions.StudentT`), robust to outlying targets: the
+    log-density falls like -(nu + 1) log |y - f| instead of -(y - f)^2. The
+    scale and the degrees of freedom are stored raw,
+    s = softplus(r_s) + 1e-6 and nu = 2 + softplus(r_nu) + 1e-6, so that
+    nu > 2 and the noise variance s^2 nu / (nu - 2) exists.
+
+    Parameters
+    ----------
+    n_outputs : int
+        Number k of outputs.
+    scale : float, default=0.1
+        Initial (or fixed) scale s, in the units of f.
+    learn_scale : bool, default=True
+        Learn the scale; otherwise keep it fixed at ``scale``.
+    df : float, default=4.0
+        Initial degrees of freedom nu (> 2); 4 is the robust choice of
+        [Lange1989]_. Always learned.
+    n_members : int, optional
+        One scale and one nu per member (as :class:`GaussianLikelihood`):
+        shapes (n_members, 1, n_outputs).
+    device, dtype : optional
+
+    Raises
+    ------
+    ValueError
+        If ``df <= 2`` or ``scale <= 0``.
+    """
+
+    _floor = 1e-6
+    _min_df = 2.0
+
+    def __init__(self, n_outputs, scale=0.1, learn_scale=True, df=4.0, *, n_members=None, device=None, dtype=None):
+        super().__init__()
+        if not df > self._min_df + self._floor or not scale > self._floor:
+            raise ValueError(f"Need df > 2 and scale > 0; got df={df!r}, scale={scale!r}.")
+        shape = (n_outputs,) if n_members is None else (n_members, 1, n_outputs)
+        factory = {"device": device, "dtype": dtype}
+        raw_scale = torch.full(shape, inverse_softplus(scale - self._floor), **factory)
+        if learn_scale:
+            self.raw_scale = nn.Parameter(raw_scale)
+        else:
+            self.register_buffer("raw_scale", raw_scale)
+        self.raw_df = nn.Parameter(torch.full(shape, inverse_softplus(df - self._min_df - self._floor), **factory))
+
+    @property
+    def scale(self):
+        """Scale s, shape (n_outputs,) or (n_members, 1, n_outputs)."""
+        return F.softplus(self.raw_scale) + self._floor
+
+    @property
+    def df(self):
+        """Degrees of freedom nu > 2, shape (n_outputs,) or (n_members, 1, n_outputs)."""
+        return F.softplus(self.raw_df) + self._min_df + self._floor
+
+    def neg_log_prior(self):
+        r"""-log p(r_nu) of the raw degrees of freedom: nu - 2 ~ Gamma(2, 0.1), per member.
+
+        The weakly informative Gamma(2, 0.1) prior of [Juarez2010]_ (mean
+        20), put on nu - 2 and carried to the raw value r_nu (nu - 2 =
+        softplus(r_nu) + 1e-6) with its Jacobian sigmoid(r_nu):
+        log p(r_nu) = log(0.01 x e^{-0.1 x}) + log sigmoid(r_nu), x = nu - 2.
+        A flat prior on r_nu would be improper in both directions (the
+        likelihood tends to a constant as nu -> 2 and as nu -> infinity), so
+        the methods that sample or penalise the likelihood's parameters with
+        the weights (``SGHMC``, ``DeepEnsemble``) add this term; the
+        variational methods fit nu by type-II maximum likelihood.
+
+        Returns
+        -------
+        neg_log_prior : torch.Tensor of shape () or (n_members,)
+            In nats, summed over the outputs.
+        """
+        x = self.df - self._min_df
+        log_p = math.log(0.01) + torch.log(x) - 0.1 * x + F.logsigmoid(self.raw_df)
+        return -(log_p.flatten(1).sum(-1) if log_p.dim() == 3 else log_p.sum())
+
+    def noise_variance(self, f=None):
+        """The variance s^2 nu / (nu - 2) of the noise, shape (n_outputs,) or (n_members, 1, n_outputs)."""
+        df = self.df
+        return self.scale.square() * df / (df - 2.0)
+
+    def distribution(self, f):
+        """St(f, s, nu) per output, a :class:`torch.distributions.StudentT` of batch shape (..., n, k)."""
+        return torch.distributions.StudentT(self.df.expand_as(f), f, self.scale.expand_as(f), validate_args=False)
+
+    def log_prob(self, y, f):
+        """Log-density of each observation, summed over outputs.
+
+        Parameters
+        ----------
+        y : torch.Tensor of shape (n, k)
+        f : torch.Tensor of shape (..., n, k)
+
+        Returns
+        -------
+        log_prob : torch.Tensor of shape (..., n)
+            log St(y | f, s, nu) in nats, summed over the k outputs.
+        """
+        return self.distribution(f).log_prob(y).sum(-1)
+
+    def sample(self, f, random_state):
+        """Draws y = f + s t of shape (..., n, k), t ~ St(0, 1, nu) from ``random_state`` (numpy, float64)."""
+        df = torch.broadcast_to(self.df.detach(), f.shape).cpu().double().numpy()
+        t = torch.as_tensor(random_state.standard_t(df), device=f.device)
+        return f + t * self.scale
 
 
 class CategoricalLikelihood(nn.Module):

@@ -167,8 +167,8 @@ def check_module_output(module, input_shape, n_outputs):
     if width != n_outputs:
         raise ValueError(
             f"The module returns {width} values per input of shape {tuple(input_shape)}; the estimator needs "
-            f"n_outputs={n_outputs} (the number of targets, or of classes). A factory taking n_outputs gets it "
-            "from the data."
+            f"n_outputs={n_outputs} (the number of targets, twice that with heteroscedastic noise, or of classes). "
+            "A factory taking n_outputs gets it from the data."
         )
     return widest
 
