@@ -88,6 +88,8 @@ def make_estimator(name):
 
             params["n_mc_predict"] = 7
             params["inference"] = getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)
+            if kind == "reg" and _has_param(cls, "noise"):
+                params["noise"] = "homoscedastic"  # the reference's noise model (the default became "auto")
         else:
             params["n_samples_predict"] = 7
             if "noise_std" in params:

@@ -45,7 +45,7 @@ def test_every_argument_has_a_constraint(cls, name, fn):
 def test_sample_y_with_no_draws_names_the_argument():
     rng = np.random.RandomState(0)
     X, y = rng.randn(20, 2), rng.randn(20)
-    model = skbayes.BayesianMLPRegressor((4,), max_iter=2, random_state=0).fit(X, y)
+    model = skbayes.BayesianMLPRegressor((4,), inference="mfvi", max_iter=2, random_state=0, noise="homoscedastic").fit(X, y)
     with pytest.raises(ValueError, match="'n_samples' parameter of BayesianMLPRegressor.sample_y"):
         model.sample_y(X, n_samples=0)
     with pytest.raises(ValueError, match="'coverage' parameter"):

@@ -13,12 +13,14 @@ from skbayes.inference import MNF, PBP, SGHMC, BayesByGAN, BayesByHypernet, Deep
 INIT_PARAMS = {
     "BayesianGaussianMixture": {"n_components": 2, "max_iter": 20, "random_state": 0},
     "BayesianMLPClassifier": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
-    "BayesianMLPRegressor": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
+    "BayesianMLPRegressor": {
+        "hidden_layer_sizes": (50,), "noise": "homoscedastic", "max_iter": 60, "n_mc_predict": 10, "random_state": 0,
+    },
     "BayesianNeuralNetClassifier": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
     "BayesianNeuralNetRegressor": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
     # A meta-estimator: the checks run on a small base regressor (2 folds, 2 fits per fit).
     "CalibratedRegressorCV": {
-        "estimator": skbayes.BayesianMLPRegressor((8,), max_iter=40, n_mc_predict=10, random_state=0), "cv": 2,
+        "estimator": skbayes.BayesianMLPRegressor((8,), inference="mfvi", max_iter=40, n_mc_predict=10, random_state=0, noise="homoscedastic"), "cv": 2,
     },
     "DeepGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
     "SparseGPClassifier": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
@@ -93,8 +95,10 @@ def _instances():
             params = {**INIT_PARAMS[cls.__name__], **METHOD_ESTIMATOR_PARAMS.get(type(method).__name__, {})}
             yield cls(**params, inference=method)
         if cls is skbayes.BayesianMLPRegressor:  # the other noise models, each with one method
-            yield cls(**INIT_PARAMS[cls.__name__], noise="heteroscedastic", inference=MeanFieldVI())
-            yield cls(**INIT_PARAMS[cls.__name__], noise="student_t", inference=DeepEnsemble(n_estimators=2))
+            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "heteroscedastic"}, inference=MeanFieldVI())
+            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "student_t"}, inference=DeepEnsemble(n_estimators=2))
+            # the defaults (noise="auto": Student-t; two hidden layers) with a short SGHMC schedule
+            yield cls(n_mc_predict=10, random_state=0, inference=SGHMC(burn_in=20, thinning=2, n_kept_samples=5))
 
 
 @parametrize_with_checks(

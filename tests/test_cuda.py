@@ -68,7 +68,7 @@ def _on_cpu(model):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_regressor_on_cuda(method, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0)
+    model = BayesianMLPRegressor((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0, noise="homoscedastic")
     model.fit(X, y)
     assert model.device_.type == "cuda" and model.dtype_ == "float32"
     assert next(model.module_.parameters()).is_cuda
@@ -119,7 +119,7 @@ def test_classifier_on_cuda(method, data):
 @pytest.mark.parametrize("method", [m for m in METHODS if m.supports_partial_fit], ids=lambda m: type(m).__name__)
 def test_partial_fit_on_cuda(method, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, device="cuda", random_state=0)
+    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, device="cuda", random_state=0, noise="homoscedastic")
     for rows in np.array_split(np.arange(120), 3):
         model.partial_fit(X[rows], y[rows])
     assert model.n_iter_ == 3 and model.n_seen_ == 120

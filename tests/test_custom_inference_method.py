@@ -26,7 +26,7 @@ def test_the_snapshot_ensemble_predicts_with_the_mixture_of_its_snapshots(exampl
     X = rng.uniform(-3, 3, size=(80, 1))
     y = np.sin(X[:, 0]) + 0.1 * rng.randn(80)
     method = example.SnapshotEnsemble(n_snapshots=4, burn_in=6)
-    model = BayesianMLPRegressor((8,), inference=method, random_state=0, dtype="float64").fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=method, random_state=0, dtype="float64", noise="homoscedastic").fit(X, y)
     assert model.n_iter_ == 10  # the fixed schedule: burn_in + n_snapshots epochs
     assert model.inference_diagnostics_ == {"n_snapshots": 4}
     network = model.module_["network"]
@@ -45,6 +45,6 @@ def test_the_snapshot_ensemble_predicts_with_the_mixture_of_its_snapshots(exampl
 
 
 def test_a_bad_parameter_of_the_new_method_is_named(example):
-    model = BayesianMLPRegressor(inference=example.SnapshotEnsemble(n_snapshots=0))
+    model = BayesianMLPRegressor(inference=example.SnapshotEnsemble(n_snapshots=0), noise="homoscedastic", hidden_layer_sizes=(50,))
     with pytest.raises(ValueError, match="n_snapshots"):
         model.fit(np.zeros((10, 1)), np.arange(10.0))

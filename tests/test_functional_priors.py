@@ -188,7 +188,7 @@ def test_gap_toy_gpi_prior_is_less_over_confident_than_the_thesis_fixed_gaussian
     def std_ratio(prior_scale, prior):
         method = SGHMC(burn_in=1500, thinning=10, n_kept_samples=20, prior=prior)
         model = BayesianMLPRegressor(hidden_layer_sizes=(32, 32, 32), activation="tanh", prior_scale=prior_scale,
-                                     batch_size=16, inference=method, random_state=0).fit(X, y)
+                                     batch_size=16, inference=method, random_state=0, noise="homoscedastic").fit(X, y)
         return model.predict(gap, return_std=True)[1].mean() / model.predict(X, return_std=True)[1].mean()
 
     fixed = std_ratio(32**-0.5, None)
@@ -199,7 +199,7 @@ def test_gap_toy_gpi_prior_is_less_over_confident_than_the_thesis_fixed_gaussian
 
 def test_reproducible_with_random_state():
     X, y, _, _ = _gap_data()
-    kwargs = {"hidden_layer_sizes": (8,), "random_state": 3}
+    kwargs = {"hidden_layer_sizes": (8,), "noise": "homoscedastic", "random_state": 3}
     method = SGHMC(burn_in=5, thinning=1, n_kept_samples=4, prior=GPInducedPrior(hierarchical=True, **FAST_PRIOR))
     first = BayesianMLPRegressor(inference=method, **kwargs).fit(X, y)
     second = BayesianMLPRegressor(inference=method, **kwargs).fit(X, y)
@@ -210,7 +210,7 @@ def test_reproducible_with_random_state():
 
 def test_no_prior_is_bit_identical_to_the_default_sghmc():
     X, y, _, _ = _gap_data()
-    kwargs = {"hidden_layer_sizes": (8,), "random_state": 4}
+    kwargs = {"hidden_layer_sizes": (8,), "noise": "homoscedastic", "random_state": 4}
     default = BayesianMLPRegressor(inference=SGHMC(burn_in=5, thinning=1, n_kept_samples=4), **kwargs).fit(X, y)
     none = BayesianMLPRegressor(inference=SGHMC(burn_in=5, thinning=1, n_kept_samples=4, prior=None), **kwargs).fit(X, y)
     np.testing.assert_array_equal(default.predict(X, return_std=True), none.predict(X, return_std=True))
@@ -221,7 +221,7 @@ def test_no_prior_is_bit_identical_to_the_default_sghmc():
 def test_diagnostics_and_energy_use_the_fitted_prior(hierarchical):
     X, y, _, _ = _gap_data()
     method = SGHMC(burn_in=4, thinning=1, n_kept_samples=4, prior=GPInducedPrior(hierarchical=hierarchical, **FAST_PRIOR))
-    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0, noise="homoscedastic").fit(X, y)
     diagnostics = model.inference_diagnostics_
     assert set(diagnostics) == {"rhat", "neg_log_prior", "prior_hyperparameters", "w1_trace", "prior_kernel"}
     assert diagnostics["w1_trace"].shape == (FAST_PRIOR["max_iter"],)
@@ -253,7 +253,7 @@ def test_fit_kernel_fits_the_length_scale_to_the_data():
     X, y, x_std, _ = _gap_data()
     prior = GPInducedPrior(fit_kernel=True, **FAST_PRIOR)
     method = SGHMC(burn_in=2, thinning=1, n_kept_samples=4, prior=prior)
-    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0, noise="homoscedastic").fit(X, y)
     kernel = model.inference_diagnostics_["prior_kernel"]
     fitted_length_scale = kernel.k1.k2.length_scale * x_std
     assert 0.3 < fitted_length_scale < 1.2  # the data's GP has l = 0.6
@@ -263,16 +263,16 @@ def test_bad_prior_parameters_are_named():
     X, y, _, _ = _gap_data()
     method = SGHMC(burn_in=2, thinning=1, n_kept_samples=4, prior=GPInducedPrior(n_critic_steps=0))
     with pytest.raises(ValueError, match="n_critic_steps"):
-        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method).fit(X, y)
+        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, noise="homoscedastic").fit(X, y)
     with pytest.raises(ValueError, match="prior"):
-        BayesianMLPRegressor(inference=SGHMC(prior="gp")).fit(X, y)
+        BayesianMLPRegressor(inference=SGHMC(prior="gp"), noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 def test_grid_search_over_hierarchical():
     X, y, _, _ = _gap_data()
     method = SGHMC(burn_in=3, thinning=1, n_kept_samples=4, prior=GPInducedPrior(**FAST_PRIOR))
     search = GridSearchCV(
-        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0),
+        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0, noise="homoscedastic"),
         {"inference__prior__hierarchical": [False, True]},
         cv=2,
     ).fit(X, y)

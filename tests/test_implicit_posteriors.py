@@ -235,7 +235,7 @@ def test_predictive_std_grows_away_from_the_data(method, cubic):
     X, y = cubic
     # 300 epochs at a step size of 0.01: far from the thesis's 70,000 (Bayes by GAN's growth is the weaker)
     model = BayesianMLPRegressor(
-        (32,), inference=method, max_iter=300, learning_rate_init=0.01, n_iter_no_change=1000, random_state=0
+        (32,), inference=method, max_iter=300, learning_rate_init=0.01, n_iter_no_change=1000, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     _, std_in = model.predict(X, return_std=True)
     _, std_out = model.predict(np.array([[-8.0], [8.0]]), return_std=True)
@@ -245,7 +245,7 @@ def test_predictive_std_grows_away_from_the_data(method, cubic):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_same_random_state_same_fit(method, cubic):
     X, y = cubic
-    params = {"hidden_layer_sizes": (8,), "inference": method, "max_iter": 5, "n_mc_predict": 10}
+    params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "max_iter": 5, "n_mc_predict": 10}
     a = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     b = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     c = BayesianMLPRegressor(**params, random_state=4).fit(X, y)
@@ -265,7 +265,7 @@ def test_the_classifier_takes_both_methods():
 
 def test_bbg_warm_start_keeps_the_discriminators(cubic):
     X, y = cubic
-    model = BayesianMLPRegressor((8,), inference="bbg", max_iter=3, warm_start=True, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor((8,), inference="bbg", max_iter=3, warm_start=True, random_state=0, noise="homoscedastic").fit(X, y)
     discriminators = model.module_["network"].discriminators
     before = [p.detach().clone() for p in discriminators.parameters()]
     model.fit(X, y)

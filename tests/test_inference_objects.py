@@ -173,13 +173,13 @@ def test_a_bad_parameter_is_named_at_fit(cls, name, value, data):
     X, y = data
     method = cls(**{name: value})  # constructing it does not validate (scikit-learn's convention)
     with pytest.raises(ValueError, match=f"'{name}' parameter of {cls.__name__}"):
-        BayesianMLPRegressor(inference=method, max_iter=1).fit(X, y)
+        BayesianMLPRegressor(inference=method, max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 def test_an_unknown_alias_is_reported(data):
     X, y = data
     with pytest.raises(ValueError, match="'inference' parameter"):
-        BayesianMLPRegressor(inference="laplace", max_iter=1).fit(X, y)
+        BayesianMLPRegressor(inference="laplace", max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 @pytest.mark.parametrize("estimator_cls, method", _pairs())
@@ -205,7 +205,7 @@ def _small_sghmc(**params):
 
 def test_grid_search_tunes_a_parameter_of_the_method(data):
     X, y = data
-    model = BayesianMLPRegressor((8,), inference=_small_sghmc(), n_mc_predict=10, random_state=0)
+    model = BayesianMLPRegressor((8,), inference=_small_sghmc(), n_mc_predict=10, random_state=0, noise="homoscedastic")
     search = GridSearchCV(model, {"inference__burn_in": [2, 4]}, cv=2).fit(X, y)
     assert search.best_params_["inference__burn_in"] in (2, 4)
     assert search.best_estimator_.inference_.burn_in == search.best_params_["inference__burn_in"]
@@ -217,7 +217,7 @@ def test_grid_search_tunes_a_parameter_of_the_method(data):
 def test_grid_search_over_the_methods(data):
     X, y = data
     candidates = [MeanFieldVI(), _small_sghmc(), DeepEnsemble(n_estimators=2)]
-    model = BayesianMLPRegressor((8,), max_iter=3, n_mc_predict=10, random_state=0)
+    model = BayesianMLPRegressor((8,), inference="mfvi", max_iter=3, n_mc_predict=10, random_state=0, noise="homoscedastic")
     search = GridSearchCV(model, {"inference": candidates}, cv=2, error_score="raise").fit(X, y)
     assert len(search.cv_results_["params"]) == 3
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
@@ -298,7 +298,7 @@ def test_a_refit_with_another_method_replaces_the_diagnostics(data):
 @pytest.mark.parametrize("method", [m for m in _methods() if m.supports_partial_fit], ids=_ids)
 def test_first_partial_fit_equals_fit_with_one_epoch(method, data):
     X, y = data
-    params = {"hidden_layer_sizes": (8,), "inference": method, "n_mc_predict": 10, "random_state": 0}
+    params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "n_mc_predict": 10, "random_state": 0}
     fitted = BayesianMLPRegressor(max_iter=1, **params).fit(X, y)
     streamed = BayesianMLPRegressor(**params).partial_fit(X, y)
     for a, b in zip(fitted.predict(X, return_std=True), streamed.predict(X, return_std=True)):
@@ -322,7 +322,7 @@ def test_repeated_partial_fit_lowers_the_loss_and_counts(method):
     X = rng.randn(400, 3)
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(400)
     batches = np.array_split(np.arange(400), 4)
-    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, random_state=0)
+    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, random_state=0, noise="homoscedastic")
     for n_calls in range(1, 13):
         rows = batches[(n_calls - 1) % 4]
         model.partial_fit(X[rows], y[rows])
@@ -338,7 +338,7 @@ def test_repeated_partial_fit_lowers_the_loss_and_counts(method):
 
 def test_partial_fit_after_fit_continues(data):
     X, y = data
-    model = BayesianMLPRegressor((8,), max_iter=3, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor((8,), inference="mfvi", max_iter=3, random_state=0, noise="homoscedastic").fit(X, y)
     module = model.module_
     model.partial_fit(X[:20], y[:20])
     assert model.module_ is module
@@ -383,7 +383,7 @@ def test_partial_fit_of_the_classifier_needs_classes_and_known_labels(data):
 def small_models(data):
     X, y = data
     return {
-        "regressor": BayesianMLPRegressor((8,), max_iter=2, n_mc_predict=10, random_state=0).fit(X, y),
+        "regressor": BayesianMLPRegressor((8,), inference="mfvi", max_iter=2, n_mc_predict=10, random_state=0, noise="homoscedastic").fit(X, y),
         "classifier": BayesianMLPClassifier((8,), max_iter=2, n_mc_predict=10, random_state=0).fit(
             X, (y > 0).astype(int)
         ),

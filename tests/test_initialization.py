@@ -58,7 +58,7 @@ def test_iblm_through_the_estimator_before_training():
         normalize_y=False,
         learning_rate_init=1e-12,
         max_iter=1,
-        random_state=0,
+        random_state=0, noise="homoscedastic",
     ).fit(X, y)
     mean, _ = exact_blr_posterior(X, y, 1.0, 0.3)
     np.testing.assert_allclose(
@@ -207,7 +207,7 @@ def test_every_initialisation_fits(init, method):
         hidden_layer_sizes=(5,),
         inference=method(init=init),
         max_iter=2,
-        random_state=0,
+        random_state=0, noise="homoscedastic",
     )
     assert np.all(np.isfinite(model.fit(X, y).predict(X)))
 

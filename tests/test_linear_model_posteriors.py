@@ -27,7 +27,7 @@ def _linear_fit(inference, max_iter=1500, random_state=0):
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(), inference=inference, noise_std=NOISE, normalize_y=False, batch_size=50,
         learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6, n_mc_predict=400,
-        random_state=random_state,
+        random_state=random_state, noise="homoscedastic",
     ).fit(X, y)
     return model.predict_uncertainty(X_test), exact_blr_predictive(X, y, X_test, 1.0, NOISE)
 
@@ -82,7 +82,7 @@ def test_whvi_with_no_hidden_layer_and_a_mean_field_last_layer_is_mean_field_vi(
     # (the comparison with the exact posterior is MeanFieldVI's test).
     X, y, X_test = make_blr_data(n_samples=30, random_state=0)
     fits = [
-        BayesianMLPRegressor(hidden_layer_sizes=(), inference=method, max_iter=30, random_state=3).fit(X, y)
+        BayesianMLPRegressor(hidden_layer_sizes=(), inference=method, max_iter=30, random_state=3, noise="homoscedastic").fit(X, y)
         for method in (WHVI(), MeanFieldVI())
     ]
     network = fits[0].module_["network"]
@@ -121,7 +121,7 @@ def test_gp_induced_prior_of_a_linear_model_recovers_the_dot_product_scale():
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(), noise_std=NOISE, normalize_y=False, batch_size=20, random_state=0,
         inference=SGHMC(prior=GPInducedPrior(kernel, max_iter=400), n_chains=16, burn_in=100, thinning=2,
-                        n_kept_samples=40),
+                        n_kept_samples=40), noise="homoscedastic",
     ).fit(X, y)
     fitted = model.inference_diagnostics_["prior_hyperparameters"]
     (s,), (s_b,) = fitted["weight_scale"], fitted["bias_scale"]

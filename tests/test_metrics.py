@@ -445,7 +445,8 @@ def _small_mlp(inference, **kwargs):
     from skbayes import BayesianMLPRegressor
 
     return BayesianMLPRegressor(
-        (8,), inference=inference, max_iter=20, n_mc_predict=20, learning_rate_init=0.01, random_state=0, **kwargs
+        (8,), inference=inference, max_iter=20, n_mc_predict=20, learning_rate_init=0.01, random_state=0,
+        **{"noise": "homoscedastic", **kwargs},
     )
 
 

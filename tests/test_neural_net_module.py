@@ -456,7 +456,7 @@ def test_mc_dropout_placement_existing_without_dropout_is_deterministic():
 
 def test_placement_does_not_change_the_mlp():
     X, y = _regression()
-    params = {"hidden_layer_sizes": (8,), **_small()}
+    params = {"hidden_layer_sizes": (8,), "noise": "homoscedastic", **_small()}
     default = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.1), **params).fit(X, y)
     existing = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.1, placement="existing"), **params).fit(X, y)
     np.testing.assert_array_equal(default.predict(X, return_std=True)[1], existing.predict(X, return_std=True)[1])

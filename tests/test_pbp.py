@@ -231,7 +231,7 @@ def test_estimator_refines_the_prior_after_the_last_step_of_each_pass(monkeypatc
     X, y = rng.randn(40, 2), rng.randn(40)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(4,), inference="pbp", batch_size=8, max_iter=3, random_state=0,
-        early_stopping=True, validation_fraction=0.2, n_iter_no_change=10,
+        early_stopping=True, validation_fraction=0.2, n_iter_no_change=10, noise="homoscedastic",
     )
     log_predictive = BayesianMLPRegressor._log_predictive
     monkeypatch.setattr(
@@ -258,7 +258,7 @@ def _blr_fit(max_iter, n_features=2):
         normalize_y=False,
         max_iter=max_iter,
         n_mc_predict=4000,
-        random_state=0,
+        random_state=0, noise="homoscedastic",
     ).fit(X, y)
     # PBP infers the prior scale; compare with the exact posterior under the
     # inferred prior (N(0, E[1/lambda]) on the weights scaled by 1/sqrt(d + 1)).
@@ -305,7 +305,7 @@ def test_repeated_adf_over_counts_the_data():
 def test_same_random_state_same_model_and_different_states_differ():
     X, y, X_test = make_blr_data(n_samples=60, n_features=2)
     fit = lambda seed: BayesianMLPRegressor(
-        (8,), inference="pbp", max_iter=2, random_state=seed
+        (8,), inference="pbp", max_iter=2, random_state=seed, noise="homoscedastic"
     ).fit(X, y)
     a, b, c = fit(0), fit(0), fit(1)
     np.testing.assert_array_equal(
@@ -317,11 +317,11 @@ def test_same_random_state_same_model_and_different_states_differ():
 
 def test_learned_noise_is_recovered():
     X, y, _ = make_blr_data(n_samples=400, n_features=2, noise_std=0.3)
-    linear = BayesianMLPRegressor((), inference="pbp", max_iter=1, random_state=0).fit(
+    linear = BayesianMLPRegressor((), inference="pbp", max_iter=1, random_state=0, noise="homoscedastic").fit(
         X, y
     )
     assert linear.noise_std_[0] == pytest.approx(0.3, rel=0.08)
-    mlp = BayesianMLPRegressor((10,), inference="pbp", max_iter=5, random_state=0).fit(
+    mlp = BayesianMLPRegressor((10,), inference="pbp", max_iter=5, random_state=0, noise="homoscedastic").fit(
         X, y
     )
     assert mlp.noise_std_[0] == pytest.approx(0.3, rel=0.12)
@@ -336,7 +336,7 @@ def test_learned_noise_is_recovered():
 def test_fixed_noise_is_kept():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3)
     model = BayesianMLPRegressor(
-        (5,), inference="pbp", noise_std=0.5, max_iter=2, random_state=0
+        (5,), inference="pbp", noise_std=0.5, max_iter=2, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     np.testing.assert_allclose(model.noise_std_, [0.5])
     # q(gamma) untouched: still the hyperprior Ga(6, 6)
@@ -348,7 +348,7 @@ def test_epistemic_uncertainty_grows_away_from_the_data():
     X = rng.uniform(-2, 2, (200, 1))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(200)
     model = BayesianMLPRegressor(
-        (20,), inference="pbp", max_iter=5, random_state=0
+        (20,), inference="pbp", max_iter=5, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     inside = model.predict_uncertainty(np.linspace(-1.5, 1.5, 7)[:, None]).epistemic_std
     outside = model.predict_uncertainty(np.array([[-6.0], [6.0]])).epistemic_std
@@ -371,7 +371,7 @@ def test_minibatch_steps_and_multi_output():
     X = rng.randn(60, 3)
     Y = np.column_stack([X[:, 0], 10 * X[:, 1] + 5]) + 0.1 * rng.randn(60, 2)
     model = BayesianMLPRegressor(
-        (8,), inference="pbp", batch_size=4, max_iter=3, random_state=0
+        (8,), inference="pbp", batch_size=4, max_iter=3, random_state=0, noise="homoscedastic"
     ).fit(X, Y)
     mean, std = model.predict(X[:5], return_std=True)
     assert mean.shape == std.shape == (5, 2) and np.all(std > 0)
@@ -383,7 +383,7 @@ def test_minibatch_steps_and_multi_output():
 def test_warm_start_continues_the_posterior():
     X, y, _ = make_blr_data(n_samples=50, n_features=2)
     model = BayesianMLPRegressor(
-        (4,), inference="pbp", max_iter=1, warm_start=True, random_state=0
+        (4,), inference="pbp", max_iter=1, warm_start=True, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     alpha = model.module_["network"].noise_alpha.item()
     model.fit(X, y)
@@ -398,4 +398,4 @@ def test_pbp_is_regression_only_and_relu_only():
     with pytest.raises(ValueError, match="regression only"):
         BayesianMLPClassifier(inference="pbp").fit(X, (X[:, 0] > 0).astype(int))
     with pytest.raises(ValueError, match="ReLU"):
-        BayesianMLPRegressor(inference="pbp", activation="tanh").fit(X, X[:, 0])
+        BayesianMLPRegressor(inference="pbp", activation="tanh", noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, X[:, 0])

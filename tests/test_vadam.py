@@ -72,7 +72,7 @@ def blr():
             max_iter=epochs,
             tol=0.0,
             n_iter_no_change=10**6,
-            random_state=0,
+            random_state=0, noise="homoscedastic",
         ).fit(X, y)
         for batch, epochs in [(1, 120), (10, 600)]
     }
@@ -137,7 +137,7 @@ def test_uncertainty_grows_away_from_the_data(blr):
 
 def test_same_random_state_gives_identical_predictions():
     X, y, X_test = make_blr_data(n_samples=60, random_state=2)
-    kwargs = {"hidden_layer_sizes": (8,), "inference": "vadam", "max_iter": 5}
+    kwargs = {"hidden_layer_sizes": (8,), "inference": "vadam", "noise": "homoscedastic", "max_iter": 5}
     a = (
         BayesianMLPRegressor(random_state=3, **kwargs)
         .fit(X, y)
@@ -163,7 +163,7 @@ def test_noise_is_learned_and_rho_is_left_trainable():
     X = rng.uniform(-2, 2, (300, 1))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(300)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(30,), inference="vadam", max_iter=400, random_state=0
+        hidden_layer_sizes=(30,), inference="vadam", max_iter=400, random_state=0, noise="homoscedastic"
     )
     model.fit(X, y)
     assert model.noise_std_[0] == pytest.approx(0.2, rel=0.25)

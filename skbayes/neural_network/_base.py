@@ -22,7 +22,7 @@ _N_DRAWS_VALIDATION = 20
 SHARED_PARAMETERS_DOC = """\
 hidden_layer_sizes : array-like of int or int, default=(50,)
     Width of each hidden layer; ``()`` gives a Bayesian linear model.
-inference : str or InferenceMethod, default="mfvi"
+inference : str or InferenceMethod, default=%(default_inference)s
     How the posterior over the weights is approximated: an object of
     :mod:`skbayes.inference` holding that method's own settings, e.g.
     ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
@@ -115,7 +115,7 @@ def mlp_doc(**fields):
         methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
         aliases=", ".join(f'``"{name}"``' for name in ALIASES),
         n_iter_no_change_default=50,
-        **fields,
+        **{"default_inference": '"mfvi"', **fields},
     )
 
 

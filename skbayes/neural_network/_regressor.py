@@ -69,13 +69,18 @@ def mixture_quantile(loc, scale, df, prob):
     return 0.5 * (low + high)
 
 
-@mlp_doc(target_shape="(n_samples,) or (n_samples, n_outputs)", target_mismatch="or y the\nwrong number of outputs.")
+@mlp_doc(default_inference='"sghmc"', target_shape="(n_samples,) or (n_samples, n_outputs)", target_mismatch="or y the\nwrong number of outputs.")
 class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron regressor.
 
     The weights get a zero-mean Gaussian prior and the ``inference`` method
-    approximates their posterior (mean-field variational inference by
-    default: Bayes by Backprop, fitted by Adam on minibatches); the
+    approximates their posterior. The default, chosen by measurement on the
+    UCI regression benchmark against NGBoost, scikit-learn's exact Gaussian
+    process and the other methods (the user guide's "Defaults" page), is
+    stochastic-gradient HMC (``SGHMC()``: two chains, 300 burn-in epochs,
+    20 kept weight settings per chain, a fixed schedule of 500 epochs that
+    ``max_iter`` does not change); ``"mfvi"`` (Bayes by Backprop) is the
+    faster choice that streams (``partial_fit``) and stops early. The
     observation noise is learned, Gaussian with one level per output by
     default, or Gaussian with a level per row predicted by the network, or
     Student-t (``noise``). Predictions average ``n_mc_predict`` weight draws
@@ -85,8 +90,12 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     Parameters
     ----------
     %(shared_parameters)s
-    noise : {"homoscedastic", "heteroscedastic", "student_t"}, default="homoscedastic"
-        The observation noise model p(y | f):
+    noise : {"auto", "homoscedastic", "heteroscedastic", "student_t"}, default="auto"
+        The observation noise model p(y | f). ``"auto"`` is ``"student_t"``
+        for every inference method that fits it and ``"homoscedastic"`` for
+        ``PBP`` (the default's choice: measured with ``SGHMC`` on the UCI
+        benchmark, Student-t noise gave a higher test log-likelihood than
+        Gaussian noise on every dataset tried, see the user guide):
 
         - ``"homoscedastic"``: Gaussian, one noise level per output;
         - ``"heteroscedastic"``: Gaussian with a noise level per row: the
@@ -162,7 +171,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     >>> rng = np.random.RandomState(0)
     >>> X = rng.uniform(-3, 3, size=(200, 1))
     >>> y = np.sin(X[:, 0]) + 0.1 * rng.randn(200)
-    >>> model = BayesianMLPRegressor(max_iter=100, random_state=0).fit(X, y)
+    >>> model = BayesianMLPRegressor(random_state=0).fit(X, y)  # SGHMC, 500 epochs
     >>> mean, std = model.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
     ((3,), (3,))
@@ -171,19 +180,19 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
     _parameter_constraints = {
         **BaseBayesianMLP._parameter_constraints,
-        "noise": [StrOptions(set(NOISE_MODELS))],
+        "noise": [StrOptions({"auto", *NOISE_MODELS})],
         "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
         "normalize_y": ["boolean"],
     }
 
     def __init__(
         self,
-        hidden_layer_sizes=(50,),
+        hidden_layer_sizes=(50, 50),
         *,
-        inference="mfvi",
+        inference="sghmc",
         activation="relu",
         prior_scale=1.0,
-        noise="homoscedastic",
+        noise="auto",
         noise_std="learn",
         normalize_y=True,
         batch_size="auto",
@@ -232,14 +241,22 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def _learn_noise(self):
         return self.noise_std == "learn"
 
+    def _noise_model(self, method=None):
+        """The noise model fitted: ``noise``, with ``"auto"`` resolved for the inference method."""
+        if self.noise != "auto":
+            return self.noise
+        method = resolve_inference(self.inference) if method is None else method
+        return "student_t" if "student_t" in method.noise_models else "homoscedastic"
+
     def _network_width(self, n_outputs):
-        return NOISE_MODELS[self.noise].output_width(n_outputs)
+        return NOISE_MODELS[self._noise_model()].output_width(n_outputs)
 
     def _make_likelihood(self, n_outputs, device, dtype, n_members=None):
         factory = {"n_members": n_members, "device": device, "dtype": dtype}
-        if self.noise == "heteroscedastic":
+        noise = self._noise_model()
+        if noise == "heteroscedastic":
             return HeteroscedasticGaussianLikelihood(n_outputs, _NOISE_INIT)
-        if self.noise == "student_t":
+        if noise == "student_t":
             if self.noise_std == "learn":
                 return StudentTLikelihood(n_outputs, _NOISE_INIT, learn_scale=True, **factory)
             likelihood = StudentTLikelihood(n_outputs, 1.0, learn_scale=False, **factory)
@@ -257,12 +274,12 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def _inference_method(self):
         """The validated method, refused with a clear message if it cannot fit ``noise``."""
         method = super()._inference_method()
-        if self.noise not in method.noise_models:
+        if self._noise_model(method) not in method.noise_models:
             raise ValueError(
                 f"{type(self).__name__} cannot use inference={self.inference!r} with noise={self.noise!r}: "
                 f"{type(method).__name__} fits noise in {sorted(method.noise_models)} only."
             )
-        if self.noise == "heteroscedastic" and self.noise_std != "learn":
+        if self._noise_model(method) == "heteroscedastic" and self.noise_std != "learn":
             raise ValueError(
                 f"noise='heteroscedastic' predicts the noise level of every row; it takes noise_std='learn', "
                 f"got noise_std={self.noise_std!r}."
@@ -272,7 +289,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def _can_warm_start(self, n_features, n_outputs, method):
         # the noise model may have changed since the last fit
         return super()._can_warm_start(n_features, n_outputs, method) and isinstance(
-            self.module_["likelihood"], NOISE_MODELS[self.noise]
+            self.module_["likelihood"], NOISE_MODELS[self._noise_model(method)]
         )
 
     def _validate_training_data(self, X, y, reset):
