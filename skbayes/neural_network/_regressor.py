@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._param_validation import COVERAGE, N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, HeteroscedasticGaussianLikelihood, StudentTLikelihood, inverse_softplus
+from ..inference import resolve_inference
 from ._base import BaseBayesianMLP, method_streams, mlp_doc
 
 # Initial noise standard deviation (or Student-t scale, or heteroscedastic
