@@ -11,7 +11,7 @@ user who wants a predictive distribution reaches for today:
   * RBF(one length scale per feature) + WhiteKernel``, ``normalize_y=True``);
 * NGBoost's ``NGBRegressor()`` (skipped with a note when ngboost is not
   installed: ``pip install ngboost``);
-* ``MLPRegressor(random_state=0)`` with a Gaussian predictive whose standard
+* ``MLPRegressor(max_iter=2000, random_state=0)`` with a Gaussian predictive whose standard
   deviation is the root mean square of its residuals on 10% of the training
   rows held out of its fit;
 * ``BayesianRidge``.
@@ -189,7 +189,7 @@ def main(argv=None):
             ConstantKernel() * RBF(np.ones(X_train.shape[1])) + WhiteKernel(), normalize_y=True, random_state=0
         ),
         "NGBoost": ngboost_regressor(),
-        "MLPRegressor + held-out residual std": MLPRegressor(random_state=0),
+        "MLPRegressor + held-out residual std": MLPRegressor(max_iter=2000, random_state=0),
         "BayesianRidge": BayesianRidge(),
     }
 
