@@ -1,7 +1,8 @@
 """A new inference method in 40 lines: a snapshot ensemble.
 
-Adam trains one network on its MAP loss (the Gaussian negative
-log-likelihood plus the N(0, prior_scale^2) weight penalty, divided by N) for
+Adam trains one network on its MAP loss (the negative log-likelihood of the
+estimator's noise model, Student-t under the regressor's default
+``noise="auto"``, plus the N(0, prior_scale^2) weight penalty, divided by N) for
 ``burn_in`` epochs, then keeps a copy of the weights at the end of each of the
 next ``n_snapshots`` epochs; the estimator predicts with the uniform mixture
 of the snapshots, like a deep ensemble of one run (Huang et al. 2017,

@@ -8,6 +8,9 @@ Pass one to ``BayesianMLPRegressor(inference=...)`` or
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
+Each estimator documents its own default: ``BayesianMLPRegressor``'s is
+``SGHMC()``, chosen by measurement on the UCI regression benchmark
+(``doc/defaults.md``); ``doc/inference_methods.md`` compares all of them.
 ``doc/adding_an_inference_method.md`` shows how to write a new one.
 """
 

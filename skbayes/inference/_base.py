@@ -163,7 +163,8 @@ class InferenceMethod(BaseEstimator):
     #: (:meth:`prepare_gp`); :class:`~skbayes.SparseGPRegressor` refuses the others.
     supports_gp = False
     #: The observation noise models (``noise`` of :class:`~skbayes.BayesianMLPRegressor`)
-    #: the method can fit; the regressor refuses the others at fit.
+    #: the method can fit; the regressor refuses the others at fit, and its
+    #: default ``noise="auto"`` is ``"student_t"`` when listed here, else ``"homoscedastic"``.
     noise_models = frozenset({"homoscedastic", "heteroscedastic", "student_t"})
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):

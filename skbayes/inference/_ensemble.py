@@ -117,10 +117,11 @@ class DeepEnsemble(StackedMLPMethod):
     """Deep ensemble of MAP networks [Lakshminarayanan2017]_.
 
     Every member is a deterministic MLP with its own random initialisation
-    (:class:`~skbayes.nn.StackedMLP`), its own Gaussian noise level
+    (:class:`~skbayes.nn.StackedMLP`), its own noise parameters
     (regression) and its own minibatch order, trained by Adam on its own
-    per-datum MAP loss: the Gaussian negative log-likelihood plus the
-    N(0, ``prior_scale``^2) weight penalty divided by N. All members are
+    per-datum MAP loss: the negative log-likelihood of the noise model plus
+    the N(0, ``prior_scale``^2) weight penalty (and, for Student-t noise,
+    the prior of the degrees of freedom) divided by N. All members are
     trained together, in one shared training loop, one batched matrix
     product per layer; since each member's parameters enter only its own
     loss, this is the same as training them one after the other (Adam is
@@ -128,11 +129,13 @@ class DeepEnsemble(StackedMLPMethod):
     the members' *mean* loss stops improving.
 
     The predictive distribution is the uniform mixture of the members,
-    p(y | x) = (1/M) sum_m N(y | f_m(x), sigma_m^2); its variance is the
-    mean noise variance (aleatoric) plus the spread of the member means
-    (epistemic). By default the noise is homoscedastic per member; with
-    ``BayesianMLPRegressor(noise="heteroscedastic")`` each member outputs
-    its noise level too, the model of the paper (eq. 1). There is no
+    p(y | x) = (1/M) sum_m p_m(y | f_m(x)), e.g. N(y | f_m(x), sigma_m^2)
+    for Gaussian noise; its variance is the mean noise variance (aleatoric)
+    plus the spread of the member means (epistemic). Each member has one
+    noise scale per output: Student-t (with its own degrees of freedom)
+    under ``BayesianMLPRegressor``'s default ``noise="auto"``, Gaussian with
+    ``noise="homoscedastic"``; with ``noise="heteroscedastic"`` each member
+    outputs its noise level too, the model of the paper (eq. 1). There is no
     adversarial training.
     ``inference_diagnostics_`` holds ``neg_log_prior``, the summed
     sum(w^2) / (2 prior_scale^2) of all members.

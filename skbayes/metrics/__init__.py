@@ -32,8 +32,10 @@ scorers of :func:`get_scorer` (larger is better for all):
   observation under the estimator's own predictive distribution (nats per
   row). For the Bayesian MLPs (MC dropout, deep ensembles, SGHMC, ...), the
   deep GP and a sparse GP fitted by sampling it is the log of the Monte-Carlo
-  mixture (1/S) sum_s N(y | mu_s, sigma_s^2) over weight draws, members or
-  samples, not of a Gaussian with the mixture's mean and std. An estimator
+  mixture (1/S) sum_s p(y | theta_s) over weight draws, members or samples
+  (Gaussian components N(y | mu_s, sigma_s^2), or Student-t ones under
+  ``BayesianMLPRegressor``'s default ``noise="auto"``), not of a Gaussian
+  with the mixture's mean and std. An estimator
   without that method (scikit-learn's ``BayesianRidge``,
   ``GaussianProcessRegressor``) is scored by the Gaussian ``N(mean, std**2)``
   of ``predict(X, return_std=True)``; a Pipeline by its last step, on X
@@ -51,7 +53,8 @@ scorers of :func:`get_scorer` (larger is better for all):
   :func:`interval_score` and :func:`interval_coverage_error` (the gap
   ``|empirical - nominal|`` coverage) of the central 95% interval from
   ``predict_interval(X, coverage=0.95)`` where the estimator has one (the
-  deep GP's are mixture quantiles), else ``mean -/+ 1.96 std``.
+  deep GP's, and the Bayesian MLP regressor's with Student-t or
+  heteroscedastic noise, are mixture quantiles), else ``mean -/+ 1.96 std``.
 * ``"neg_regression_calibration_error"``, ``"neg_miscalibration_area"`` (of
   the Gaussian) and, for classifiers, ``"neg_expected_calibration_error"``.
 

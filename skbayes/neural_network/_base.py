@@ -20,7 +20,7 @@ _N_DRAWS_VALIDATION = 20
 # The parameters shared by both Bayesian MLPs, documented once (numpydoc; the
 # placeholders are filled by skbayes._docstrings.fill_doc).
 SHARED_PARAMETERS_DOC = """\
-hidden_layer_sizes : array-like of int or int, default=(50,)
+hidden_layer_sizes : array-like of int or int, default=%(default_hidden_layer_sizes)s
     Width of each hidden layer; ``()`` gives a Bayesian linear model.
 inference : str or InferenceMethod, default=%(default_inference)s
     How the posterior over the weights is approximated: an object of
@@ -115,7 +115,7 @@ def mlp_doc(**fields):
         methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
         aliases=", ".join(f'``"{name}"``' for name in ALIASES),
         n_iter_no_change_default=50,
-        **{"default_inference": '"mfvi"', **fields},
+        **{"default_inference": '"mfvi"', "default_hidden_layer_sizes": "(50,)", **fields},
     )
 
 

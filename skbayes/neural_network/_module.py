@@ -185,7 +185,7 @@ def store_init_arguments(estimator, arguments):
 
 
 def _default_module(n_features, n_outputs, input_shape=None):
-    """One hidden layer of 50 ReLU units (the MLP estimators' default architecture)."""
+    """One hidden layer of 50 ReLU units (``BayesianMLPClassifier``'s default architecture; ``BayesianMLPRegressor``'s has two)."""
     layers = [nn.Flatten()] if input_shape is not None else []
     return nn.Sequential(*layers, nn.Linear(n_features, 50), nn.ReLU(), nn.Linear(50, n_outputs))
 
@@ -220,7 +220,11 @@ class BayesianNeuralNetRegressor(NeuralNetModuleMixin, BayesianMLPRegressor):
     prior_scale, noise, noise_std, normalize_y, batch_size, learning_rate_init, beta_1, beta_2, max_iter, \
 n_mc_predict, early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, \
 random_state, verbose, device, dtype
-        As in :class:`BayesianMLPRegressor`. With ``noise="heteroscedastic"``
+        As in :class:`BayesianMLPRegressor`, except two defaults: this
+        estimator keeps ``inference="mfvi"`` (above) and
+        ``noise="homoscedastic"`` (Gaussian, one noise level per output),
+        where ``BayesianMLPRegressor`` defaults to ``SGHMC`` and Student-t
+        noise (``noise="auto"``). With ``noise="heteroscedastic"``
         the module must return two values per target (the mean and the raw
         noise scale): a factory taking ``n_outputs`` receives twice the
         number of targets.

@@ -70,23 +70,32 @@ def mixture_quantile(loc, scale, df, prob):
     return 0.5 * (low + high)
 
 
-@mlp_doc(default_inference='"sghmc"', target_shape="(n_samples,) or (n_samples, n_outputs)", target_mismatch="or y the\nwrong number of outputs.")
+@mlp_doc(
+    default_inference='"sghmc"',
+    default_hidden_layer_sizes="(50, 50)",
+    target_shape="(n_samples,) or (n_samples, n_outputs)",
+    target_mismatch="or y the\nwrong number of outputs.",
+)
 class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesianMLP):
     """Bayesian multi-layer perceptron regressor.
 
     The weights get a zero-mean Gaussian prior and the ``inference`` method
-    approximates their posterior. The default, chosen by measurement on the
+    approximates their posterior. The defaults, chosen by measurement on the
     UCI regression benchmark against NGBoost, scikit-learn's exact Gaussian
-    process and the other methods (the user guide's "Defaults" page), is
-    stochastic-gradient HMC (``SGHMC()``: two chains, 300 burn-in epochs,
-    20 kept weight settings per chain, a fixed schedule of 500 epochs that
-    ``max_iter`` does not change); ``"mfvi"`` (Bayes by Backprop) is the
-    faster choice that streams (``partial_fit``) and stops early. The
-    observation noise is learned, Gaussian with one level per output by
-    default, or Gaussian with a level per row predicted by the network, or
-    Student-t (``noise``). Predictions average ``n_mc_predict`` weight draws
-    from the posterior, and the predictive variance is the variance of the
-    draws' means (epistemic) plus the mean noise variance (aleatoric).
+    process and the other methods (the user guide's "Defaults" page,
+    ``doc/defaults.md``), are stochastic-gradient HMC (``SGHMC()``: two
+    chains, 300 burn-in epochs, 20 kept weight settings per chain, a fixed
+    schedule of 500 epochs that ``max_iter`` does not change), Student-t
+    observation noise (``noise="auto"``) and two hidden layers of 50 units;
+    ``"mfvi"`` (Bayes by Backprop) is the faster choice that streams
+    (``partial_fit``) and stops early. The observation noise is learned:
+    Student-t with one scale and one number of degrees of freedom per output
+    by default, or Gaussian with one level per output, or Gaussian with a
+    level per row predicted by the network (``noise``). Predictions average
+    ``n_mc_predict`` weight draws from the posterior (all kept samples for
+    ``SGHMC``, all members for ``DeepEnsemble``), and the predictive
+    variance is the variance of the draws' means (epistemic) plus the mean
+    noise variance (aleatoric).
 
     Parameters
     ----------
