@@ -90,7 +90,8 @@ def fit_on_grid(inference, kwargs, X, y, random_state=0, hidden=HIDDEN):
     Returns a dict with the fit time in seconds, the epochs run and the grid's
     ``mean``, ``std`` and ``epistemic_std`` (arrays of shape (241,)).
     """
-    model = BayesianMLPRegressor(hidden, inference=inference, noise_std=NOISE_STD, random_state=random_state, **kwargs)
+    model = BayesianMLPRegressor(hidden, inference=inference, noise="homoscedastic", noise_std=NOISE_STD,
+                                 random_state=random_state, **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         start = time.perf_counter()

@@ -99,7 +99,7 @@ def make_model(prior, args, split, burn_in=None, n_kept=None):
                   thinning=args.thinning, n_kept_samples=args.n_kept if n_kept is None else n_kept,
                   step_size=args.step_size, prior=prior)
     return BayesianMLPRegressor(hidden_layer_sizes=tuple(args.hidden), batch_size=args.batch_size, inference=sghmc,
-                                random_state=split)
+                                noise="homoscedastic", random_state=split)
 
 
 def fit_one(method, args, X_train, y_train, X_test, y_test, split):

@@ -18,7 +18,7 @@ import numpy as np
 from skbayes import BayesianMLPRegressor
 warnings.simplefilter("ignore")
 rng = np.random.RandomState(0)
-model = BayesianMLPRegressor(max_iter=2, random_state=0, device="cpu").fit(rng.randn(200, 8), rng.randn(200))
+model = BayesianMLPRegressor((50,), inference="mfvi", noise="homoscedastic", max_iter=2, random_state=0, device="cpu").fit(rng.randn(200, 8), rng.randn(200))
 X = rng.randn({rows}, 8)
 model.predict(X[:1000], return_std=True)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

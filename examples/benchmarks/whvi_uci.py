@@ -119,7 +119,8 @@ def epochs(args, n_train):
 def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     n_epochs = epochs(args, X_train.shape[0])
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(128, 128), inference=METHODS[method](), batch_size=BATCH_SIZE, learning_rate_init=1e-3,
+        hidden_layer_sizes=(128, 128), inference=METHODS[method](), noise="homoscedastic", batch_size=BATCH_SIZE,
+        learning_rate_init=1e-3,
         # n_iter_no_change beyond max_iter: a fixed number of steps, as in the thesis
         max_iter=n_epochs, n_iter_no_change=n_epochs + 1, n_mc_predict=64, random_state=split,
     )
