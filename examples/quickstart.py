@@ -54,11 +54,13 @@ paths.
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.stats import norm
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.datasets import load_diabetes
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
@@ -199,14 +201,20 @@ def main(argv=None):
             print(f"  skipped {name}: not installed (pip install ngboost)", flush=True)
             continue
         pipe = make_pipeline(StandardScaler(), model)
-        start = time.perf_counter()
-        if isinstance(model, MLPRegressor):  # a residual std from rows the network did not see
-            X_fit, X_held, y_fit, y_held = train_test_split(X_train, y_train, test_size=0.1, random_state=0)
-            pipe.fit(X_fit, y_fit)
-            sigma = float(np.sqrt(np.mean((pipe.predict(X_held) - y_held) ** 2)))
-        else:
-            pipe.fit(X_train, y_train)
-        fit_time = time.perf_counter() - start
+        with warnings.catch_warnings(record=True) as caught:  # counted and reported, not printed
+            warnings.simplefilter("always", ConvergenceWarning)
+            start = time.perf_counter()
+            if isinstance(model, MLPRegressor):  # a residual std from rows the network did not see
+                X_fit, X_held, y_fit, y_held = train_test_split(X_train, y_train, test_size=0.1, random_state=0)
+                pipe.fit(X_fit, y_fit)
+                sigma = float(np.sqrt(np.mean((pipe.predict(X_held) - y_held) ** 2)))
+            else:
+                pipe.fit(X_train, y_train)
+            fit_time = time.perf_counter() - start
+        for w in caught:
+            if not issubclass(w.category, ConvergenceWarning):
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        n_convergence = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
         if isinstance(model, BayesianMLPRegressor):
             res = evaluate_bayesian(pipe, X_test, y_test)
             res["extra"] = f"{model.n_iter_} epochs"
@@ -226,6 +234,8 @@ def main(argv=None):
         res["coverage"] = interval_coverage(y_test, res["lower"], res["upper"])
         res["width"] = float(np.mean(res["upper"] - res["lower"]))
         res["fit_time"] = fit_time
+        if n_convergence:
+            res["extra"] = ", ".join(filter(None, [res["extra"], f"{n_convergence} ConvergenceWarning"]))
         results[name] = res
         print(f"  fitted {name} in {fit_time:.2f} s {('(' + res['extra'] + ')') if res['extra'] else ''}", flush=True)
 
