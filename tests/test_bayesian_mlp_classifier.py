@@ -1,17 +1,21 @@
 """Behaviour of BayesianMLPClassifier: the model average and its uncertainty."""
 
+import inspect
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 import torch
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.datasets import make_blobs
-from sklearn.model_selection import GridSearchCV
+from sklearn.datasets import load_breast_cancer, make_blobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from skbayes import BayesianMLPClassifier
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import DeepEnsemble
 from skbayes.nn import StackedMLP
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -154,3 +158,28 @@ def test_single_class_and_continuous_targets_are_rejected():
         BayesianMLPClassifier(max_iter=1).fit(X, np.zeros(10))
     with pytest.raises(ValueError, match="Unknown label type"):
         BayesianMLPClassifier(max_iter=1).fit(X, np.linspace(0, 1, 10))
+
+
+def test_default_fit_on_breast_cancer_converges_without_warning():
+    # The defaults (a deep ensemble with early stopping, patience 10) were chosen on this set and on
+    # digits (examples/benchmarks/classifier_defaults.py); their fit must stop by itself, as MLPClassifier's
+    # does not here (200 epochs, a ConvergenceWarning).
+    X, y = load_breast_cancer(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, stratify=y, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        pipe = make_pipeline(StandardScaler(), BayesianMLPClassifier(random_state=0)).fit(X_train, y_train)
+    clf = pipe[-1]
+    assert isinstance(clf.inference_, DeepEnsemble) and clf.n_iter_ < 500
+    assert pipe.score(X_test, y_test) > 0.94
+
+
+@pytest.mark.parametrize("cls", [BayesianMLPClassifier, BayesianMLPRegressor])
+def test_documented_defaults_are_those_of_the_signature(cls):
+    # the classifier's defaults differ from the regressor's; each docstring shows its own
+    for name, parameter in inspect.signature(cls).parameters.items():
+        if name in ("hidden_layer_sizes", "inference", "prior_scale", "early_stopping", "n_iter_no_change"):
+            default = parameter.default
+            shown = f'"{default}"' if isinstance(default, str) else repr(default)
+            (line,) = [line for line in cls.__doc__.splitlines() if line.strip().startswith(f"{name} : ")]
+            assert line.endswith(f"default={shown}"), line

@@ -1,5 +1,6 @@
 """Shared glue of the Bayesian MLP estimators: parameters, fitting, Monte-Carlo prediction."""
 
+import inspect
 from abc import ABCMeta, abstractmethod
 from numbers import Integral, Real
 
@@ -20,9 +21,9 @@ _N_DRAWS_VALIDATION = 20
 # The parameters shared by both Bayesian MLPs, documented once (numpydoc; the
 # placeholders are filled by skbayes._docstrings.fill_doc).
 SHARED_PARAMETERS_DOC = """\
-hidden_layer_sizes : array-like of int or int, default=%(default_hidden_layer_sizes)s
+hidden_layer_sizes : array-like of int or int, default=%(hidden_layer_sizes_default)s
     Width of each hidden layer; ``()`` gives a Bayesian linear model.
-inference : str or InferenceMethod, default=%(default_inference)s
+inference : str or InferenceMethod, default=%(inference_default)s
     How the posterior over the weights is approximated: an object of
     :mod:`skbayes.inference` holding that method's own settings, e.g.
     ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
@@ -31,7 +32,7 @@ inference : str or InferenceMethod, default=%(default_inference)s
     object is cloned, never changed, and can be tuned by ``GridSearchCV``
     (``inference__burn_in``). The user guide compares the methods.
 %(activation)s
-prior_scale : float, default=1.0
+prior_scale : float, default=%(prior_scale_default)s
     Standard deviation of the zero-mean Gaussian prior on every weight
     and bias (set by the data instead for ``PBP``, which infers it).
 batch_size : int or "auto", default="auto"
@@ -51,7 +52,7 @@ n_mc_predict : int, default=100
     Monte-Carlo weight draws averaged at prediction. Methods with a
     finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
     predict with all members instead: the exact mixture.
-early_stopping : bool, default=False
+early_stopping : bool, default=%(early_stopping_default)s
     Stop on the mean log predictive density of held-out rows and restore
     the best weights; otherwise stop on the training loss.
 %(validation_fraction)s
@@ -107,16 +108,35 @@ validation_scores_ : list of float or None
 
 
 
+def _doc_default(value):
+    """A default value as the docstrings write it: ``"mfvi"`` for a string, else its repr."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
 def mlp_doc(**fields):
-    """Class decorator inserting the shared sections (and ``fields``) into a Bayesian MLP's docstrings."""
-    return fill_doc(
-        shared_parameters=SHARED_PARAMETERS_DOC,
-        shared_attributes=SHARED_ATTRIBUTES_DOC,
-        methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
-        aliases=", ".join(f'``"{name}"``' for name in ALIASES),
-        n_iter_no_change_default=50,
-        **{"default_inference": '"mfvi"', "default_hidden_layer_sizes": "(50,)", **fields},
-    )
+    """Class decorator inserting the shared sections (and ``fields``) into a Bayesian MLP's docstrings.
+
+    The defaults shown by the shared sections (``%(<name>_default)s``) are read
+    from the signature of the class's ``__init__``, so that the classifier and
+    the regressor, whose defaults differ, each document their own.
+    """
+
+    def decorate(cls):
+        defaults = {
+            f"{name}_default": _doc_default(parameter.default)
+            for name, parameter in inspect.signature(cls.__init__).parameters.items()
+            if parameter.default is not inspect.Parameter.empty
+        }
+        return fill_doc(
+            shared_parameters=SHARED_PARAMETERS_DOC,
+            shared_attributes=SHARED_ATTRIBUTES_DOC,
+            methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
+            aliases=", ".join(f'``"{name}"``' for name in ALIASES),
+            **defaults,
+            **fields,
+        )(cls)
+
+    return decorate
 
 
 def method_streams(estimator):

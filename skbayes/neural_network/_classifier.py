@@ -25,6 +25,23 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
     is regression-only: the classifier refuses it with a ValueError in
     ``fit``.
 
+    The defaults differ from the regressor's: a deep ensemble
+    (``DeepEnsemble``, five members) of networks with one hidden layer of
+    100 ReLU units (the size of :class:`~sklearn.neural_network.MLPClassifier`'s),
+    a N(0, 3^2) prior, early stopping on the log predictive density of a
+    tenth of the rows, held out, and a patience of 10 epochs. They were chosen by
+    measurement against ``MLPClassifier()`` (both after ``StandardScaler``)
+    on scikit-learn's digits and breast-cancer sets, stratified 80/20
+    splits (``examples/benchmarks/classifier_defaults.py``, the user guide's
+    uncertainty page): as accurate, a lower expected calibration error on
+    digits and one higher by 0.0015 +- 0.0015 on breast cancer, at least as
+    good a detector of out-of-distribution inputs by predictive entropy as
+    ``MLPClassifier`` by its largest probability, in 2 to 7 times its fit
+    time, and no ``ConvergenceWarning``. Mean-field VI at N(0, 1), the
+    earlier default, was underconfident there (twice the calibration error
+    of ``MLPClassifier`` on digits, in 25 times its fit time); so was the
+    ensemble under the narrower N(0, 1) prior.
+
     Parameters
     ----------
     %(shared_parameters)s
@@ -58,20 +75,20 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
 
     def __init__(
         self,
-        hidden_layer_sizes=(50,),
+        hidden_layer_sizes=(100,),
         *,
-        inference="mfvi",
+        inference="ensemble",
         activation="relu",
-        prior_scale=1.0,
+        prior_scale=3.0,
         batch_size="auto",
         learning_rate_init=3e-3,
         beta_1=0.9,
         beta_2=0.999,
         max_iter="auto",
         n_mc_predict=100,
-        early_stopping=False,
+        early_stopping=True,
         validation_fraction=0.1,
-        n_iter_no_change=50,
+        n_iter_no_change=10,
         tol=1e-4,
         warm_start=False,
         callbacks=None,

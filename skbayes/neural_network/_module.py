@@ -340,7 +340,9 @@ class BayesianNeuralNetClassifier(NeuralNetModuleMixin, BayesianMLPClassifier):
     prior_scale, batch_size, learning_rate_init, beta_1, beta_2, max_iter, n_mc_predict, \
 early_stopping, validation_fraction, n_iter_no_change, tol, warm_start, callbacks, random_state, \
 verbose, device, dtype
-        As in :class:`BayesianMLPClassifier`.
+        As in :class:`BayesianMLPClassifier`, with this signature's defaults:
+        ``prior_scale=%(prior_scale_default)s``, ``early_stopping=%(early_stopping_default)s`` and
+        ``n_iter_no_change=%(n_iter_no_change_default)s`` (not the MLP classifier's).
 
     Attributes
     ----------

@@ -71,8 +71,6 @@ def mixture_quantile(loc, scale, df, prob):
 
 
 @mlp_doc(
-    default_inference='"sghmc"',
-    default_hidden_layer_sizes="(50, 50)",
     target_shape="(n_samples,) or (n_samples, n_outputs)",
     target_mismatch="or y the\nwrong number of outputs.",
 )
