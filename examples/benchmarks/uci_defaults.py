@@ -55,7 +55,8 @@ How to run
     python examples/benchmarks/uci_defaults.py --models skbayes --datasets energy --splits 3 \\
         --params inference="SGHMC(burn_in=200)" noise="'heteroscedastic'" --tag explore
 
-Options: ``--datasets`` (default: all present), ``--splits N`` (the first N),
+Options: ``--datasets`` (default: all present), ``--splits N`` (the first N), ``--first-split K`` (skip the splits
+before K), ``--no-subset``,
 ``--models`` (``skbayes ngboost mlp exact_gp``; default: all),
 ``--params NAME=VALUE`` (estimator parameters of the skbayes model, values
 evaluated as Python expressions with ``skbayes.inference`` in scope),
@@ -111,6 +112,10 @@ def parse_args(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=None, help="UCI names or aliases (default: all present).")
     parser.add_argument("--splits", type=int, default=None, help="The first N fixed splits (default: all).")
+    parser.add_argument("--first-split", type=int, default=0,
+                        help="Skip the splits before this one (default: 0), to share a dataset between processes.")
+    parser.add_argument("--no-subset", action="store_true",
+                        help="Do not fit skbayes on the exact GP's subset of rows (skbayes_subset).")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--params", nargs="+", default=[], metavar="NAME=VALUE",
                         help="Parameters of the skbayes model (Python expressions, skbayes.inference in scope).")
@@ -233,13 +238,15 @@ def main(argv=None):
                                                                        args.data_home, report["skipped"]):
             n_rows = len(X_train) + len(X_test)
             use_gp = name in gp_datasets if gp_datasets else n_rows <= GP_MAX_DATASET_ROWS
+            if split < args.first_split:
+                continue
             rows = report["splits"].setdefault(name, {})
             subset = gp_rows(len(X_train), args.gp_max_rows, split)
             for model in args.models:
                 runs = [(model, slice(None))]
                 if model == "exact_gp":
                     runs = [("exact_gp", subset)] if use_gp else []
-                elif model == "skbayes" and use_gp and len(subset) < len(X_train):
+                elif model == "skbayes" and use_gp and len(subset) < len(X_train) and not args.no_subset:
                     runs.append(("skbayes_subset", subset))  # like for like with the exact GP
                 for label, idx in runs:
                     Xf, yf = X_train[idx], y_train[idx]
