@@ -18,8 +18,9 @@ split on the splits both models ran:
   error (on kin8nm both fit the same random subset of training rows,
   ``skbayes_subset``).
 
-When two files hold the same dataset and model, the one with more splits
-is used (the later file on the command line when they have as many). The run files' environments (load average, threads, commit) are
+The rows of a dataset and model are pooled over the files by split (the
+later file on the command line wins a split that two files hold), so that
+processes may share a dataset. The run files' environments (load average, threads, commit) are
 listed at the end.
 
 With ``--candidates`` it prints instead one row per skbayes configuration
@@ -57,17 +58,38 @@ def fmt(agg, key, digits=3):
     return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}"
 
 
+KEYS = ("test_ll", "rmse", "coverage_90", "coverage_95", "fit_time_s")
+
+
+def aggregate(rows):
+    """Mean and standard error (np.std(ddof=0) / sqrt(n)) over the splits of each metric."""
+    out = {"n_splits": len(rows)}
+    for key in KEYS:
+        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
+        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
+    return out
+
+
 def collect(paths):
-    """``{dataset: {model: (per-split rows, aggregate)}}`` and the runs' environments."""
-    table, runs = {}, []
+    """``{dataset: {model: (per-split rows, aggregate)}}`` and the runs' environments.
+
+    The rows of one dataset and model are pooled over the files, by split
+    (a later file on the command line wins a split both hold), so that a
+    dataset may be shared between processes (``uci_defaults.py --first-split``).
+    """
+    pooled, runs = {}, []
     for path in paths:
         report = json.loads(Path(path).read_text())
         runs.append((Path(path).name, report))
-        for name, per_model in report["aggregates"].items():
-            for model, agg in per_model.items():
-                old = table.setdefault(name, {}).get(model)
-                if old is None or agg["n_splits"] >= old[1]["n_splits"]:  # a later file wins a tie
-                    table[name][model] = (report["splits"][name][model], agg)
+        for name, per_model in report["splits"].items():
+            for model, rows in per_model.items():
+                by_split = pooled.setdefault(name, {}).setdefault(model, {})
+                by_split.update({r["split"]: r for r in rows})
+    table = {}
+    for name, per_model in pooled.items():
+        for model, by_split in per_model.items():
+            rows = [by_split[k] for k in sorted(by_split)]
+            table.setdefault(name, {})[model] = (rows, aggregate(rows))
     return table, runs
 
 
