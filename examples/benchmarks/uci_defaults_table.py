@@ -44,6 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import aggregate_splits, mean_se  # noqa: E402
+
 # Duan et al. 2020 (NGBoost), Table 1, test NLL (negated here to a log-likelihood), as published.
 NGBOOST_PUBLISHED_LL = {
     "bostonHousing": -2.43, "concrete": -3.04, "energy": -0.60, "kin8nm": 0.49, "naval-propulsion-plant": 5.34,
@@ -52,22 +55,7 @@ NGBOOST_PUBLISHED_LL = {
 ORDER = ("skbayes", "skbayes_subset", "ngboost", "mlp", "exact_gp")
 
 
-def fmt(agg, key, digits=3):
-    if agg is None or key not in agg or np.isnan(agg[key]["mean"]):
-        return "—"
-    return f"{agg[key]['mean']:.{digits}f} ± {agg[key]['se']:.{digits}f}"
-
-
 KEYS = ("test_ll", "rmse", "coverage_90", "coverage_95", "fit_time_s")
-
-
-def aggregate(rows):
-    """Mean and standard error (np.std(ddof=0) / sqrt(n)) over the splits of each metric."""
-    out = {"n_splits": len(rows)}
-    for key in KEYS:
-        values = np.array([r.get(key, np.nan) for r in rows], dtype=float)
-        out[key] = {"mean": float(values.mean()), "se": float(values.std() / np.sqrt(len(values)))}
-    return out
 
 
 def collect(paths):
@@ -89,7 +77,7 @@ def collect(paths):
     for name, per_model in pooled.items():
         for model, by_split in per_model.items():
             rows = [by_split[k] for k in sorted(by_split)]
-            table.setdefault(name, {})[model] = (rows, aggregate(rows))
+            table.setdefault(name, {})[model] = (rows, aggregate_splits(rows, KEYS))
     return table, runs
 
 
@@ -115,7 +103,7 @@ def candidates_table(paths):
         cells = []
         for name in names:
             agg = report["aggregates"].get(name, {}).get("skbayes")
-            cells.append("—" if agg is None else f"{fmt(agg, 'test_ll')} ({agg['n_splits']})")
+            cells.append("—" if agg is None else f"{mean_se(agg, 'test_ll')} ({agg['n_splits']})")
         given = ", ".join(f"{k}={v}" for k, v in report["settings"]["skbayes_params"].items())
         lines.append(f"| {given} | " + " | ".join(cells) + f" | `{file}` |")
     lines += ["", "Parameters given to `BayesianMLPRegressor`; the others at the defaults of the commit the run "
@@ -146,8 +134,8 @@ def main(argv=None):
             label = "skbayes (same rows as the GP)" if model == "skbayes_subset" else model
             if model == "exact_gp" and "skbayes_subset" in table[name]:
                 label = f"exact_gp ({table[name][model][0][0]['n_train']} training rows)"
-            lines.append(f"| {name} | {label} | {agg['n_splits']} | {fmt(agg, 'test_ll')} | {fmt(agg, 'rmse')} | "
-                         f"{fmt(agg, 'coverage_90')} | {fmt(agg, 'coverage_95')} | {fmt(agg, 'fit_time_s', 1)} | "
+            lines.append(f"| {name} | {label} | {agg['n_splits']} | {mean_se(agg, 'test_ll')} | {mean_se(agg, 'rmse')} | "
+                         f"{mean_se(agg, 'coverage_90')} | {mean_se(agg, 'coverage_95')} | {mean_se(agg, 'fit_time_s', 1)} | "
                          f"{NGBOOST_PUBLISHED_LL.get(name, '—')} |")
     lines += ["", "Targets of the default model (test LL, nats per point; paired over the common splits):", "",
               "| dataset | skbayes - NGBoost | at least NGBoost | skbayes - exact GP | exact GP's SE | "

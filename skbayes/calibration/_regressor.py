@@ -172,7 +172,7 @@ def _single_output(y):
     return column_or_1d(y, warn=True).astype(np.float64, copy=False)
 
 
-@fill_doc
+@fill_doc(target_shape="(n_samples,)", target_mismatch="or y\nseveral columns.")
 class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     r"""Recalibrated predictive distribution of a regressor, by isotonic regression of its PIT values.
 
@@ -578,21 +578,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         piecewise-linear map, so the density is piecewise (see Notes of the
         class). Only with ``predictive="gaussian"``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        log_density : ndarray of shape (n_samples,)
-
-        Raises
-        ------
-        %(not_fitted_error)s
-        ValueError
-            If X or y has NaN/inf, X the wrong number of features, or y
-            several columns.
+        %(log_predictive_density_sections)s
         """
         X, y = self._validate_X_y(X, y)
         with np.errstate(divide="ignore"):  # a flat part of R (tied PIT values) has density 0
