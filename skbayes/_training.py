@@ -287,7 +287,10 @@ def fit_loop(
     ----------
     loss_fn : callable
         ``loss_fn(idx) -> torch.Tensor`` (scalar): the per-datum loss of the
-        training rows ``idx`` (a LongTensor on ``device``), differentiable.
+        training rows ``idx`` (a LongTensor on ``device``), differentiable;
+        or, for a method whose update needs no gradients and is made by
+        ``loss_fn`` itself (the ADF pass of PBP), a loss that does not
+        require grad, which is then not back-propagated.
     optimizer : torch.optim.Optimizer
         Already holding the parameters to train.
     n_samples : int
@@ -374,7 +377,8 @@ def fit_loop(
                 idx = perm[start : start + batch_size]
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(idx)
-                loss.backward()
+                if loss.requires_grad:  # not for a method that updated its posterior in loss_fn (PBP)
+                    loss.backward()
                 optimizer.step()
                 state.step += 1
                 state.batch_loss = loss.detach()

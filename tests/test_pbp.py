@@ -17,6 +17,8 @@ from skbayes.nn import (
     gamma_moment_update,
     relu_moments,
 )
+from skbayes.nn.functional import NUMPY_OPS, TORCH_OPS
+from skbayes.nn.networks.pbp import log_z_gradients
 
 # Short fits that stop at max_iter are the point of these fast tests.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -221,12 +223,18 @@ def test_optimizer_steps_with_the_rows_it_is_given_and_knows_no_epochs():
 
 
 def test_estimator_refines_the_prior_after_the_last_step_of_each_pass(monkeypatch):
-    # Refinement comes after the last ADF step of a pass and before the
-    # validation score of that pass.
+    # Each step of the training loop is one ADF pass over all training rows
+    # (batch_size rows per ADF step inside it); refinement comes after it and
+    # before the validation score of that pass.
     events = []
-    refine, step = PBPNetwork.refine_prior, PBPOptimizer.step
+    refine, adf_pass = PBPNetwork.refine_prior, PBPOptimizer.adf_pass
+
+    def logged_pass(self, x, y, **kwargs):
+        events.append(("pass", x.shape[0], kwargs["batch_size"]))
+        return adf_pass(self, x, y, **kwargs)
+
     monkeypatch.setattr(PBPNetwork, "refine_prior", lambda self: events.append("refine") or refine(self))
-    monkeypatch.setattr(PBPOptimizer, "step", lambda self, rows, closure=None: events.append("step") or step(self, rows, closure))
+    monkeypatch.setattr(PBPOptimizer, "adf_pass", logged_pass)
     rng = np.random.RandomState(0)
     X, y = rng.randn(40, 2), rng.randn(40)
     model = BayesianMLPRegressor(
@@ -238,9 +246,70 @@ def test_estimator_refines_the_prior_after_the_last_step_of_each_pass(monkeypatc
         BayesianMLPRegressor, "_log_predictive", lambda self, *a: events.append("score") or log_predictive(self, *a)
     )
     model.fit(X, y)
-    steps_per_pass = events.index("refine")
-    assert steps_per_pass == math.ceil((40 - round(0.2 * 40)) / 8)
-    assert events[: 3 * (steps_per_pass + 2)] == (["step"] * steps_per_pass + ["refine", "score"]) * 3
+    assert events == [("pass", 40 - round(0.2 * 40), 8), "refine", "score"] * 3
+
+
+def _log_z_by_autograd(means, variances, x, y, noise_var):
+    """log Z of eq. 3.38 with the moments of eqs. 3.39-3.43 in plain torch operations (autograd's gradient)."""
+    m, v = x, torch.zeros_like(x)
+    for i, (weight_mean, weight_var) in enumerate(zip(means, variances)):
+        if i:
+            std = v.sqrt()
+            normal = torch.distributions.Normal(0.0, 1.0)
+            alpha = m / std
+            cdf, pdf = normal.cdf(alpha), normal.log_prob(alpha).exp()
+            mean_z = m * cdf + std * pdf  # E[relu(a)]
+            second = (m * m + v) * cdf + m * std * pdf  # E[relu(a)^2]
+            m, v = mean_z, second - mean_z * mean_z
+        ones, zeros = torch.ones_like(m[:, :1]), torch.zeros_like(m[:, :1])
+        m1, v0 = torch.cat([m, ones], 1), torch.cat([v, zeros], 1)
+        m, v = m1 @ weight_mean, (m1 * m1 + v0) @ weight_var + v0 @ (weight_mean * weight_mean)
+    total = v + noise_var
+    return (-0.5 * (math.log(2 * math.pi) + total.log() + (y - m) ** 2 / total)).sum(-1)
+
+
+@pytest.mark.parametrize("hidden, n_outputs, n_rows", [((6,), 1, 1), ((5, 4), 2, 3), ((), 1, 2)])
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
+def test_hand_derived_log_z_gradients_match_autograd(hidden, n_outputs, n_rows, backend):
+    g = torch.Generator().manual_seed(len(hidden) + n_rows)
+    sizes = [3, *hidden, n_outputs]
+    means = [torch.randn(a + 1, b, generator=g, dtype=F64) / (a + 1) for a, b in zip(sizes, sizes[1:])]
+    variances = [(torch.rand(a + 1, b, generator=g, dtype=F64) + 0.2) / (a + 1) for a, b in zip(sizes, sizes[1:])]
+    x = torch.randn(n_rows, 3, generator=g, dtype=F64)
+    y = torch.randn(n_rows, n_outputs, generator=g, dtype=F64)
+    noise_var = torch.rand(n_outputs, generator=g, dtype=F64) + 0.1
+    leaves = [t.clone().requires_grad_() for t in (*means, *variances)]
+    expected_log_z = _log_z_by_autograd(leaves[: len(means)], leaves[len(means) :], x, y, noise_var)
+    expected = torch.autograd.grad(expected_log_z.sum(), leaves)
+    inputs = torch.cat([x, torch.ones(n_rows, 1, dtype=F64)], 1)
+    args = (inputs, y, means, variances, noise_var)
+    if backend == "numpy":
+        args = tuple(t.numpy() if torch.is_tensor(t) else [w.numpy() for w in t] for t in args)
+    log_z, grads, _, _ = log_z_gradients(*args, ops=NUMPY_OPS if backend == "numpy" else TORCH_OPS)
+    got = [torch.as_tensor(d[0]) for d in grads] + [torch.as_tensor(d[1]) for d in grads]
+    torch.testing.assert_close(torch.as_tensor(log_z), expected_log_z.detach(), rtol=1e-12, atol=1e-12)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_adf_pass_is_the_autograd_step_row_after_row():
+    # PBPOptimizer.adf_pass (hand-derived gradients, NumPy on the CPU) against
+    # PBPOptimizer.step driven by autograd, one row per step and 4 rows per step.
+    X, Y = _toy(n=30)
+    for batch_size in (1, 4):
+        fast = PBPNetwork(3, [5], 1, generator=torch.Generator().manual_seed(0), dtype=F64)
+        slow = copy.deepcopy(fast)
+        log_z = PBPOptimizer(fast).adf_pass(X, Y, batch_size=batch_size)
+        opt, expected = PBPOptimizer(slow), []
+        for start in range(0, 30, batch_size):
+            opt.zero_grad()
+            lz, rows = slow.log_z(X[start : start + batch_size], Y[start : start + batch_size])
+            (-lz.mean()).backward()
+            opt.step(rows)
+            expected.append(lz.detach())
+        torch.testing.assert_close(log_z, torch.cat(expected), rtol=1e-10, atol=1e-12)
+        for name, a in fast.state_dict().items():
+            torch.testing.assert_close(a, slow.state_dict()[name], rtol=1e-10, atol=1e-14, msg=name)
 
 
 def test_hyperprior_must_have_a_finite_mean_variance():

@@ -20,6 +20,9 @@ class PBP(InferenceMethod):
     included by an ADF moment-matching step, and the prior factors are
     refined by EP after every pass over the data. The math is in
     :class:`skbayes.nn.PBPNetwork` and :class:`skbayes.nn.PBPOptimizer`.
+    One step of the training loop is a whole ADF pass over the shuffled rows
+    (:meth:`~skbayes.nn.PBPOptimizer.adf_pass`), so a callback's
+    ``on_batch_end`` runs once per pass.
 
     PBP infers its own prior scale and noise level and has no step size, so
     it reads only these of the estimator's settings: ``hidden_layer_sizes``,
@@ -74,7 +77,12 @@ class PBP(InferenceMethod):
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]
         learn_noise = settings.learn_noise
-        loop = {"batch_size": 1} if settings.batch_size == "auto" else {}
+        # One step of the training loop is one ADF pass over the shuffled
+        # rows (PBPOptimizer.adf_pass), which includes them one after another
+        # (or batch_size at a time); the loop's per-step work would otherwise
+        # cost more than the step itself.
+        rows_per_step = 1 if settings.batch_size == "auto" else context.batch_size
+        loop = {"batch_size": X.shape[0]}
         if not context.early_stopping:
             # -log Z keeps falling with every pass (each pass counts the data
             # again), so the passes are a fixed schedule, not a stopping rule.
@@ -87,15 +95,13 @@ class PBP(InferenceMethod):
             with torch.no_grad():
                 likelihood.raw_noise.copy_(inverse_softplus(std - likelihood._floor))
 
-        rows = []  # the moments of the last minibatch, from the loss to the ADF step
+        optimizer = PBPOptimizer(network, update_noise=learn_noise)
 
         def loss_fn(idx):
+            # -log Z per row, each row's before its own step; no gradient: the pass already updated q
             noise_var = None if learn_noise else likelihood.noise_std.detach() ** 2
-            log_z, batch_rows = network.log_z(X[idx], Y[idx], noise_var)
-            rows.append(batch_rows)
-            return -log_z.mean()
+            return -optimizer.adf_pass(X[idx], Y[idx], batch_size=rows_per_step, noise_var=noise_var).mean()
 
-        optimizer = _ADFSteps(PBPOptimizer(network, update_noise=learn_noise), rows)
         refine = _RefinePrior(network, sync_noise if learn_noise else None)
 
         def finish():
@@ -103,28 +109,24 @@ class PBP(InferenceMethod):
                 sync_noise()
             return {
                 "prior_std": float(network.expected_prior_var().sqrt()),
-                "n_rejected": optimizer.optimizer.n_rejected,
+                "n_rejected": optimizer.n_rejected,
                 "kl": float(network.kl().detach()),
             }
 
-        return Training(loss_fn, optimizer, callbacks=[refine], loop=loop, finish=finish)
+        return Training(loss_fn, _ADFPasses(optimizer), callbacks=[refine], loop=loop, finish=finish)
 
 
-class _ADFSteps:
-    """The optimiser the shared loop drives: one ADF step with the moments of each minibatch.
+class _ADFPasses:
+    """The optimiser the shared loop drives: nothing to do, the loss evaluation was the ADF pass."""
 
-    ``step()`` hands the row moments that the last loss evaluation appended
-    to ``rows`` to :meth:`skbayes.nn.PBPOptimizer.step`.
-    """
-
-    def __init__(self, optimizer, rows):
-        self.optimizer, self.rows = optimizer, rows
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
 
     def zero_grad(self, set_to_none=True):
-        self.optimizer.zero_grad(set_to_none=set_to_none)
+        pass
 
     def step(self):
-        self.optimizer.step(self.rows.pop())
+        pass
 
     def state_dict(self):
         return self.optimizer.state_dict()

@@ -18,17 +18,27 @@ Nothing here holds state: each function maps tensors (or floats) to tensors.
   ICML 2015; Cinelli 2019, section 3.4).
 """
 
+import functools
 import math
 
+import numpy as np
+import scipy.special
 import torch
 
 __all__ = [
     "ACTIVATIONS",
+    "FLOAT_OPS",
+    "NUMPY_OPS",
+    "TORCH_OPS",
+    "ArrayOps",
+    "array_ops",
     "LOG_2PI",
     "feed_forward",
     "gaussian_log_prob",
     "inverse_softplus",
     "relu_moments",
+    "relu_moments_backward",
+    "relu_moments_forward",
     "standard_normal",
     "uniform_init",
 ]
@@ -244,40 +254,128 @@ def feed_forward(x, layers, activation="relu", apply=None):
     return h
 
 
-class _ReluMoments(torch.autograd.Function):
-    """relu_moments with a hand-written backward (one autograd node instead of ~20).
+class ArrayOps:
+    """The few array functions the hand-differentiated moment code needs, for torch or NumPy.
 
-    With m_z = E[relu(a)], s_z = E[relu(a)^2] and Price's theorem
-    (Cinelli 2019, appendix B.2): dm_z/dmu = Phi(alpha),
+    The assumed-density-filtering pass of PBP (:mod:`skbayes.nn.optim.adf`)
+    runs one tiny step per training row; on the CPU NumPy's per-call
+    overhead is several times smaller than torch's eager dispatch, so the
+    same formulas run on NumPy views of the CPU parameters and on the
+    tensors themselves elsewhere. Arithmetic operators and ``@`` are shared;
+    the rest is here. :func:`array_ops` picks the instance for an array.
+
+    Attributes
+    ----------
+    exp, log, sqrt, log_ndtr : callable
+        Elementwise functions (``log_ndtr`` = log Phi, the log of the
+        standard normal CDF, computed without underflow).
+    clamp_min : callable
+        ``clamp_min(a, lo)``, elementwise max(a, lo) with a scalar ``lo``.
+    where : callable
+        ``where(cond, a, b)``, ``b`` may be a scalar.
+    assign_where : callable
+        ``assign_where(dst, cond, src)``: dst[cond] = src[cond], in place.
+    finfo : callable
+        ``finfo(dtype)``, with ``tiny`` and ``max``.
+    """
+
+    def __init__(self, exp, log, sqrt, log_ndtr, clamp_min, where, assign_where, finfo):
+        self.exp, self.log, self.sqrt, self.log_ndtr = exp, log, sqrt, log_ndtr
+        self.clamp_min, self.where, self.assign_where, self.finfo = clamp_min, where, assign_where, finfo
+
+
+def _torch_assign_where(dst, cond, src):
+    dst.copy_(torch.where(cond, src, dst))
+
+
+def _numpy_assign_where(dst, cond, src):
+    np.copyto(dst, src, where=cond)
+
+
+TORCH_OPS = ArrayOps(torch.exp, torch.log, torch.sqrt, torch.special.log_ndtr, torch.clamp_min, torch.where, _torch_assign_where, torch.finfo)
+NUMPY_OPS = ArrayOps(np.exp, np.log, np.sqrt, scipy.special.log_ndtr, np.maximum, np.where, _numpy_assign_where, functools.cache(np.finfo))
+
+
+#: On Python floats (``math``; an overflow or a division by zero raises ArithmeticError).
+FLOAT_OPS = ArrayOps(math.exp, math.log, math.sqrt, None, max, None, None, np.finfo)
+
+
+def array_ops(array):
+    """:data:`NUMPY_OPS` for a NumPy array, :data:`FLOAT_OPS` for a Python float, else :data:`TORCH_OPS`."""
+    if isinstance(array, np.ndarray):
+        return NUMPY_OPS
+    return FLOAT_OPS if isinstance(array, float) else TORCH_OPS
+
+
+def relu_moments_forward(mean, var, ops=TORCH_OPS):
+    """Forward half of :func:`relu_moments` (eqs. 3.42-3.43), on torch tensors or NumPy arrays.
+
+    Parameters
+    ----------
+    mean, var : array of shape (...)
+        Moments of the Gaussian pre-activations (var > 0).
+    ops : ArrayOps, default=TORCH_OPS
+        :data:`NUMPY_OPS` for NumPy arrays.
+
+    Returns
+    -------
+    mean_z, var_z : array of shape (...)
+        Moments of the rectified variable.
+    saved : tuple of arrays
+        What :func:`relu_moments_backward` needs: Phi(alpha),
+        phi(alpha) / sigma and mean_z.
+    """
+    std = ops.sqrt(ops.clamp_min(var, ops.finfo(var.dtype).tiny))
+    alpha = mean / std
+    log_pdf = -0.5 * alpha * alpha - _LOG_SQRT_2PI
+    log_cdf = ops.log_ndtr(alpha)
+    kappa = ops.exp(log_pdf - log_cdf)
+    cdf = ops.exp(log_cdf)
+    shifted = mean + std * kappa  # E[a | a > 0]
+    mean_z = cdf * shifted
+    var_z = mean_z * shifted * (1.0 - cdf) + cdf * var * (1.0 - kappa * (kappa + alpha))
+    return mean_z, ops.clamp_min(var_z, 0.0), (cdf, ops.exp(log_pdf) / std, mean_z)
+
+
+def relu_moments_backward(saved, grad_mean, grad_var):
+    """Vector-Jacobian product of :func:`relu_moments` (Price's theorem, Cinelli 2019, appendix B.2).
+
+    With m_z = E[relu(a)], s_z = E[relu(a)^2]: dm_z/dmu = Phi(alpha),
     dm_z/dv = phi(alpha) / (2 sigma), ds_z/dmu = 2 m_z, ds_z/dv = Phi(alpha),
     so d var_z/dmu = 2 m_z (1 - Phi(alpha)) and
     d var_z/dv = Phi(alpha) - m_z phi(alpha) / sigma.
+
+    Parameters
+    ----------
+    saved : tuple
+        The third output of :func:`relu_moments_forward`.
+    grad_mean, grad_var : array
+        Gradients with respect to mean_z and var_z.
+
+    Returns
+    -------
+    d_mean, d_var : array
+        Gradients with respect to the pre-activations' mean and variance.
     """
+    cdf, pdf_over_std, mean_z = saved
+    d_mean = grad_mean * cdf + grad_var * (2.0 * mean_z * (1.0 - cdf))
+    d_var = grad_mean * (0.5 * pdf_over_std) + grad_var * (cdf - mean_z * pdf_over_std)
+    return d_mean, d_var
+
+
+class _ReluMoments(torch.autograd.Function):
+    """relu_moments with a hand-written backward (one autograd node instead of ~20):
+    :func:`relu_moments_forward` and :func:`relu_moments_backward`."""
 
     @staticmethod
     def forward(ctx, mean, var):
-        std = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
-        alpha = mean / std
-        log_pdf = -0.5 * alpha * alpha - _LOG_SQRT_2PI
-        log_cdf = torch.special.log_ndtr(alpha)
-        kappa = torch.exp(log_pdf - log_cdf)
-        cdf = torch.exp(log_cdf)
-        shifted = mean + std * kappa  # E[a | a > 0]
-        mean_z = cdf * shifted
-        var_z = mean_z * shifted * (1.0 - cdf) + cdf * var * (
-            1.0 - kappa * (kappa + alpha)
-        )
-        ctx.save_for_backward(cdf, torch.exp(log_pdf) / std, mean_z)
-        return mean_z, var_z.clamp_min(0.0)
+        mean_z, var_z, saved = relu_moments_forward(mean, var)
+        ctx.save_for_backward(*saved)
+        return mean_z, var_z
 
     @staticmethod
     def backward(ctx, grad_mean, grad_var):
-        cdf, pdf_over_std, mean_z = ctx.saved_tensors
-        d_mean = grad_mean * cdf + grad_var * (2.0 * mean_z * (1.0 - cdf))
-        d_var = grad_mean * (0.5 * pdf_over_std) + grad_var * (
-            cdf - mean_z * pdf_over_std
-        )
-        return d_mean, d_var
+        return relu_moments_backward(ctx.saved_tensors, grad_mean, grad_var)
 
 
 def relu_moments(mean, var):

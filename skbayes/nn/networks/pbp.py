@@ -12,8 +12,9 @@ approximated by forward moment propagation (:meth:`PBPNetwork.moments`,
 Cinelli 2019, eqs. 3.38-3.43, with :func:`~skbayes.nn.functional.relu_moments`);
 the update of the weights given the gradients of log Z is
 :class:`~skbayes.nn.optim.PBPOptimizer`. This module holds the network, its
-log Z, the ADF update of q(gamma) (:meth:`PBPNetwork.update_noise`) and the
-EP refinement of the prior factors (:meth:`PBPNetwork.refine_prior`).
+log Z, its gradients written out by hand (:func:`log_z_gradients`, what the
+ADF pass uses), the ADF update of q(gamma) (:meth:`PBPNetwork.update_noise`)
+and the EP refinement of the prior factors (:meth:`PBPNetwork.refine_prior`).
 
 Deviations from the reference implementation (the authors' Theano code):
 
@@ -41,19 +42,145 @@ import math
 from itertools import pairwise
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..functional import gaussian_log_prob, relu_moments
+from ..functional import (
+    LOG_2PI,
+    TORCH_OPS,
+    gaussian_log_prob,
+    relu_moments,
+    relu_moments_backward,
+    relu_moments_forward,
+)
 from ..layers import PBPLinear
-from ..optim.adf import gamma_log_normalisers, gamma_moment_update, valid_gamma
+from ..optim.adf import gamma_log_normalisers, gamma_moment_update, include_noise_rows
 from .mlp import BayesianLayerStack
 
-__all__ = ["PBPNetwork", "RowMoments"]
+__all__ = ["PBPNetwork", "RowMoments", "hidden_workspace", "log_z_gradients"]
 
 # Cavities of prior factors with a variance above this are not refined (as in
 # the reference implementation): such a weight has seen almost no data.
 _MAX_CAVITY_VAR = 1e6
+
+
+def log_z_gradients(inputs, y, means, variances, noise_var, *, inputs_sq=None, hidden=None, ops=TORCH_OPS):
+    r"""log Z of rows and its gradients with respect to every weight's mean and variance, by hand.
+
+    The forward half is :meth:`PBPNetwork.moments` and :meth:`PBPNetwork.log_z`:
+    the moments of each layer's output (Cinelli 2019, eq. 3.40,
+    m_a = m_z M and v_a = (m_z^2 + v_z) V + v_z M^2 with the bias as an input
+    of mean 1 and variance 0), the rectified moments between layers
+    (eqs. 3.42-3.43, :func:`~skbayes.nn.functional.relu_moments_forward`) and
+    log Z = sum_k log N(y_k | m_k, v_k + sigma_k^2) (eq. 3.38). The backward
+    half is its vector-Jacobian product, written out: with r = y - m and
+    T = v + sigma^2, dlogZ/dm = r / T and dlogZ/dv = ((r / T)^2 - 1 / T) / 2;
+    then, layer by layer from the top,
+    dlogZ/dM = m_z^T g_m + 2 M (v_z^T g_v), dlogZ/dV = (m_z^2 + v_z)^T g_v,
+    and to the layer's inputs g_{m_z} = g_m M^T + 2 m_z (g_v V^T),
+    g_{v_z} = g_v V^T + g_v (M^2)^T, through the rectifier by Price's
+    theorem (:func:`~skbayes.nn.functional.relu_moments_backward`). These
+    are the gradients the ADF update of the weights (eqs. 3.34 and 3.37)
+    needs; with several rows they are those of the sum of their log Z.
+    No autograd graph is built, so the same code runs on torch tensors and
+    on NumPy arrays (``ops``), one row per call at little cost.
+
+    Parameters
+    ----------
+    inputs : array of shape (n, n_features + 1)
+        The rows with a last column of ones (the bias input).
+    y : array of shape (n, n_outputs)
+    means, variances : sequence of arrays of shape (V_l + 1, V_{l+1})
+        The layers' (scaled) weight means and variances, bias row last
+        (:class:`~skbayes.nn.layers.PBPLinear`).
+    noise_var : array of shape (n_outputs,) or float
+        sigma^2, the observation noise variance.
+    inputs_sq : array like ``inputs``, optional
+        ``inputs * inputs``, when precomputed.
+    hidden : sequence of pairs of arrays of shape (>= n, V_l + 1), optional
+        Work space of each hidden layer's input moments: a mean array whose
+        last column is 1 and a variance array whose last column is 0 (only
+        the first n rows and the other columns are written); allocated when
+        not given.
+    ops : ArrayOps, default=TORCH_OPS
+        :data:`~skbayes.nn.functional.NUMPY_OPS` for NumPy arrays.
+
+    Returns
+    -------
+    log_z : array of shape (n,)
+        In nats, summed over the outputs.
+    grads : list of (d_mean, d_var) pairs
+        d(sum of log_z)/d(means[l]) and d(sum of log_z)/d(variances[l]).
+    mean, var : array of shape (n, n_outputs)
+        The moments of the network output (noise excluded).
+    """
+    n = inputs.shape[0]
+    if inputs_sq is None:
+        inputs_sq = inputs * inputs
+    # forward: per layer, the input moments (with the bias column) and the rectifier's saved values
+    a, s, v = inputs, inputs_sq, None
+    saved = []
+    out_mean = a @ means[0]
+    out_var = s @ variances[0]
+    for layer in range(1, len(means)):
+        mean_z, var_z, relu_saved = relu_moments_forward(out_mean, out_var, ops)
+        if hidden is None:
+            hidden = hidden_workspace(means, n, inputs)
+        a, v = hidden[layer - 1]
+        a, v = a[:n], v[:n]
+        a[:, :-1] = mean_z
+        v[:, :-1] = var_z
+        s = a * a + v
+        mean_sq = means[layer] * means[layer]
+        saved.append((a, s, v, mean_sq, relu_saved))
+        out_mean = a @ means[layer]
+        out_var = s @ variances[layer] + v @ mean_sq
+    # log Z (eq. 3.38) and its gradients with respect to the output moments
+    total = out_var + noise_var
+    g_mean = (y - out_mean) / total
+    log_z = (-0.5 * (LOG_2PI + ops.log(total) + (y - out_mean) * g_mean)).sum(-1)
+    g_var = 0.5 * (g_mean * g_mean - 1.0 / total)
+    # backward, from the top layer down
+    grads = [None] * len(means)
+    for layer in range(len(means) - 1, 0, -1):
+        a, s, v, mean_sq, relu_saved = saved[layer - 1]
+        weight_mean, weight_var = means[layer][:-1], variances[layer][:-1]
+        grads[layer] = (a.T @ g_mean + 2.0 * means[layer] * (v.T @ g_var), s.T @ g_var)
+        g_s = g_var @ weight_var.T
+        g_a = g_mean @ weight_mean.T + 2.0 * a[:, :-1] * g_s
+        g_v = g_s + g_var @ mean_sq[:-1].T
+        g_mean, g_var = relu_moments_backward(relu_saved, g_a, g_v)
+    grads[0] = (inputs.T @ g_mean, inputs_sq.T @ g_var)
+    return log_z, grads, out_mean, out_var
+
+
+def hidden_workspace(means, n, like):
+    """The ``hidden`` work space of :func:`log_z_gradients` for up to n rows.
+
+    Parameters
+    ----------
+    means : sequence of arrays
+        The layers' weight means (their shapes give the widths).
+    n : int
+        Rows per call.
+    like : torch.Tensor or NumPy array
+        The arrays are of its kind, dtype and device.
+
+    Returns
+    -------
+    list of (mean, var) pairs of arrays of shape (n, V_l + 1), one per hidden layer
+    """
+    pairs = []
+    for weight in means[1:]:
+        shape = (n, weight.shape[0])
+        if isinstance(like, np.ndarray):
+            mean, var = np.ones(shape, like.dtype), np.zeros(shape, like.dtype)
+        else:
+            mean = torch.ones(shape, dtype=like.dtype, device=like.device)
+            var = torch.zeros(shape, dtype=like.dtype, device=like.device)
+        pairs.append((mean, var))
+    return pairs
 
 
 class RowMoments(NamedTuple):
@@ -225,12 +352,8 @@ class PBPNetwork(BayesianLayerStack):
     def update_noise(self, rows):
         """ADF update of q(gamma) with the given rows (eqs. 3.30-3.31).
 
-        Each row's moment-matched Gamma is computed from the current q(gamma);
-        with several rows their changes of (alpha, beta) are added (a
-        parallel update; with one row per step, as in the paper, it is the
-        plain ADF step). Rows whose update gives a non-finite value,
-        alpha <= 1 or beta <= 0 are skipped, and so is the whole update if the
-        sum is invalid.
+        :func:`~skbayes.nn.optim.adf.include_noise_rows` on q(gamma): with
+        several rows their changes of (alpha, beta) are added.
 
         Parameters
         ----------
@@ -243,23 +366,7 @@ class PBPNetwork(BayesianLayerStack):
             Whether q(gamma) of each output changed.
         """
         mean, var, y = rows
-        log_z = gamma_log_normalisers(
-            self.noise_alpha, self.noise_beta, (y - mean) ** 2, var
-        )
-        alpha, beta = gamma_moment_update(
-            self.noise_alpha, self.noise_beta, *log_z
-        )  # (n, k)
-        if alpha.shape[0] == 1:
-            alpha, beta = alpha[0], beta[0]
-        else:
-            ok = valid_gamma(alpha, beta)
-            alpha = self.noise_alpha + torch.where(
-                ok, alpha - self.noise_alpha, 0.0
-            ).sum(0)
-            beta = self.noise_beta + torch.where(ok, beta - self.noise_beta, 0.0).sum(0)
-        ok = valid_gamma(alpha, beta)
-        self.noise_alpha.copy_(torch.where(ok, alpha, self.noise_alpha))
-        self.noise_beta.copy_(torch.where(ok, beta, self.noise_beta))
+        ok = include_noise_rows(self.noise_alpha, self.noise_beta, mean, var, y)
         return ok
 
     @torch.no_grad()
