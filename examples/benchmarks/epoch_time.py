@@ -5,9 +5,10 @@ What it does
 On the training rows of UCI ``concrete`` split 0 (927 rows, 8 features; X and
 y standardised with the training statistics) it times full training runs of
 
-* ``BayesianMLPRegressor(inference="mfvi")`` and ``(inference="mc_dropout")``
-  (or the methods named by ``--methods``: ``pbp``, ``vadam``, ``sghmc``,
-  ``ensemble`` too, in float64) with default settings except
+* ``BayesianMLPRegressor`` with every gradient-trained method
+  (``inference=`` ``"mfvi"``, ``"mc_dropout"``, ``"vadam"``, ``"sghmc"``,
+  ``"ensemble"``, or those named by ``--methods``, ``"pbp"`` too), one
+  hidden layer of 50 units, ``noise="homoscedastic"``, default settings except
   ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
   and ``random_state=0`` (for ``sghmc``, ``inference=SGHMC(burn_in=epochs-1,
   thinning=1, n_kept_samples=1)``, the same number of epochs);
@@ -16,21 +17,28 @@ y standardised with the training statistics) it times full training runs of
   (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
   (32 up to 2,000 rows, else 128) and the same loop structure (fresh
   permutation each epoch, index the full tensors, accumulate the epoch loss);
+  the reference of the ratios, with torch's default Adam (a loop over the
+  parameters), and once more with ``Adam(fused=True)``;
 * a bare PyTorch mean-field Bayes-by-Backprop loop of the same size (local
   reparameterisation, closed-form KL, learned noise), the same model and
   objective as ``inference="mfvi"`` written without the estimator, to tell
   the cost of the method from the cost of the wrapper;
 * scikit-learn's ``MLPRegressor`` (50 hidden units, adam, same batch size and
-  epochs, no early stopping) as an outside reference point,
+  epochs, no early stopping; numpy, in the dtype of its input) as an outside
+  reference point,
 
-each in float64 (what the estimator uses for float64 input on the CPU) and,
-except scikit-learn, in float32 (the estimator's ``dtype="float32"``). After
+each in float64 (what the estimator uses for float64 input on the CPU) and
+float32 (the estimator's ``dtype="float32"``), or the one ``--dtype`` names. After
 one untimed warm-up run of every configuration, the configurations are run
 round-robin (A B C ... A B C ...) ``--repeats`` times so that slow drifts of
 the machine's load hit all of them alike, and the median and minimum of
-(fit time / epochs) are reported. Fit time includes the estimator's per-fit
-overhead (input validation, building the network), which is small next to
-``--epochs`` epochs.
+(fit time / epochs) are reported, with the ratio of each median to the bare
+PyTorch MLP's (default and fused Adam) and to scikit-learn's in the same
+dtype. Fit time includes the estimator's per-fit overhead (input validation,
+building the network), which is small next to ``--epochs`` epochs.
+``--clock process`` times with ``time.process_time`` (the CPU time of this
+process, which other busy processes disturb less than the wall clock; with
+one torch thread the two agree on an idle machine).
 
 How to run
 ----------
@@ -39,6 +47,12 @@ How to run
     SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/epoch_time.py
     python examples/benchmarks/epoch_time.py --data-home /path/to/data \\
         --epochs 50 --repeats 7 --threads 1 --json /tmp/epoch_time.json
+    python examples/benchmarks/epoch_time.py --epochs 20 --repeats 7 --threads 1 \\
+        --dtype float32 --out epoch_time_float32
+
+``--out NAME`` writes ``examples/benchmarks/results/NAME.json`` (settings,
+environment with the load average at start and end, raw times, summary) and
+``NAME.md`` (the table).
 
 Run it on an otherwise idle machine: other processes competing for the cores
 inflate and scatter the times, and torch's default of one thread per core
@@ -68,10 +82,11 @@ times and a Markdown table beside it (same name, ``.md``)::
 What it prints
 --------------
 The environment (torch and scikit-learn versions, torch threads, load
-average), one line per timed run, then a table with, per configuration, the
-median and minimum seconds per epoch and the ratio of the median to the bare
-PyTorch MLP's median in the same dtype. ``--json PATH`` also writes the raw
-times.
+average), one line per timed run, then a Markdown table with, per
+configuration, the median and minimum seconds per epoch and the ratios of the
+median to the medians of the bare PyTorch MLP (default and fused Adam) and of
+scikit-learn's MLPRegressor in the same dtype. ``--json PATH`` (or ``--out``)
+also writes the raw times.
 """
 
 import argparse
@@ -84,7 +99,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
@@ -100,6 +114,8 @@ from _common import bnn_methods, limit_threads, loadavg, select_methods, write_a
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
+GRADIENT_METHODS = ("mfvi", "mc_dropout", "vadam", "sghmc", "ensemble")
+CLOCK = time.perf_counter  # --clock process: time.process_time
 
 
 def auto_batch_size(n_samples):
@@ -122,10 +138,17 @@ def parse_args(argv=None):
                         help="Torch device of the estimator and the bare MLP (default: cpu; the estimator's "
                         "own default 'auto' would pick CUDA when available).")
     parser.add_argument("--json", default=None, help="Also write the raw times to this JSON file.")
-    parser.add_argument("--methods", nargs="+", default=["mfvi", "mc_dropout"],
-                        choices=["mfvi", "mc_dropout", "pbp", "vadam", "sghmc", "ensemble"],
-                        help="Inference methods of the estimator to time (default: mfvi mc_dropout; "
-                             "methods other than these two are timed in float64 only).")
+    parser.add_argument("--methods", nargs="+", default=list(GRADIENT_METHODS),
+                        choices=[*GRADIENT_METHODS, "pbp"],
+                        help="Inference methods of the estimator to time (default: the gradient-trained "
+                             f"ones, {' '.join(GRADIENT_METHODS)}).")
+    parser.add_argument("--dtype", choices=["float64", "float32", "both"], default="both",
+                        help="Precision of every configuration (default: both).")
+    parser.add_argument("--clock", choices=["wall", "process"], default="wall",
+                        help="wall: time.perf_counter; process: time.process_time, the CPU time of this "
+                             "process (default: wall).")
+    parser.add_argument("--out", default=None, metavar="NAME",
+                        help="Write examples/benchmarks/results/NAME.json and NAME.md.")
     parser.add_argument("--registry", nargs="*", default=None, metavar="NAME",
                         help="Time every method of the benchmarks' registry (or those named) relative to "
                              "MeanFieldVI instead of the configurations above.")
@@ -156,24 +179,24 @@ def time_estimator(X, y, inference, dtype, epochs, device):
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        start = time.perf_counter()
+        start = CLOCK()
         model.fit(X, y)
-        elapsed = time.perf_counter() - start
+        elapsed = CLOCK() - start
     if model.n_iter_ != epochs:
         raise RuntimeError(f"expected {epochs} epochs, the estimator ran {model.n_iter_}")
     return elapsed / epochs
 
 
-def time_torch_mlp(X, y, dtype, epochs, batch_size, device):
+def time_torch_mlp(X, y, dtype, epochs, batch_size, device, fused=False):
     torch_dtype = getattr(torch, dtype)
-    start = time.perf_counter()
+    start = CLOCK()
     torch.manual_seed(0)
     X_t = torch.tensor(X, dtype=torch_dtype, device=device)
     y_t = torch.tensor(y.reshape(-1, 1), dtype=torch_dtype, device=device)
     net = torch.nn.Sequential(
         torch.nn.Linear(X.shape[1], HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1)
     ).to(device=device, dtype=torch_dtype)
-    optimizer = torch.optim.Adam(net.parameters(), lr=LEARNING_RATE)
+    optimizer = torch.optim.Adam(net.parameters(), lr=LEARNING_RATE, fused=fused or None)
     loss_fn = torch.nn.MSELoss()
     generator = torch.Generator().manual_seed(0)
     n = len(X_t)
@@ -189,7 +212,7 @@ def time_torch_mlp(X, y, dtype, epochs, batch_size, device):
             optimizer.step()
             total += loss.detach() * len(idx)
         float(total)  # one sync per epoch, as the estimator's loop does
-    return (time.perf_counter() - start) / epochs
+    return (CLOCK() - start) / epochs
 
 
 def time_torch_bbb(X, y, dtype, epochs, batch_size, device):
@@ -200,7 +223,7 @@ def time_torch_bbb(X, y, dtype, epochs, batch_size, device):
     as ``BayesianMLPRegressor(inference="mfvi")``, without the estimator.
     """
     torch_dtype = getattr(torch, dtype)
-    start = time.perf_counter()
+    start = CLOCK()
     torch.manual_seed(0)
     kw = {"dtype": torch_dtype, "device": device}
     X_t, y_t = torch.tensor(X, **kw), torch.tensor(y.reshape(-1, 1), **kw)
@@ -239,7 +262,7 @@ def time_torch_bbb(X, y, dtype, epochs, batch_size, device):
             optimizer.step()
             total += loss.detach() * len(idx)
         float(total)
-    return (time.perf_counter() - start) / epochs
+    return (CLOCK() - start) / epochs
 
 
 def time_sklearn_mlp(X, y, epochs, batch_size):
@@ -249,9 +272,9 @@ def time_sklearn_mlp(X, y, epochs, batch_size):
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        start = time.perf_counter()
+        start = CLOCK()
         model.fit(X, y)
-        elapsed = time.perf_counter() - start
+        elapsed = CLOCK() - start
     return elapsed / model.n_iter_
 
 
@@ -261,9 +284,9 @@ def time_registry_method(X, y, inference, kwargs, device):
                                  random_state=0, device=device, **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        start = time.perf_counter()
+        start = CLOCK()
         model.fit(X, y)
-        elapsed = time.perf_counter() - start
+        elapsed = CLOCK() - start
     return elapsed / model.n_iter_, int(model.n_iter_)
 
 
@@ -323,7 +346,9 @@ def main_registry(args, bunch, X, y, batch_size):
 
 
 def main(argv=None):
+    global CLOCK
     args = parse_args(argv)
+    CLOCK = time.process_time if args.clock == "process" else time.perf_counter
     limit_threads(args.threads, blas=False)
     try:
         bunch = fetch_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
@@ -340,27 +365,29 @@ def main(argv=None):
     env = {
         "python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,
         "torch_num_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "device": args.device,
-        "loadavg_start": loadavg(),
+        "clock": args.clock, "loadavg_start": loadavg(),
         "command": [sys.executable, *sys.argv],
     }
     print(f"{bunch.name} split 0: {X.shape[0]} training rows, {X.shape[1]} features, batch size {batch_size}, "
-          f"{args.epochs} epochs per run, {args.repeats} repeats")
+          f"{args.epochs} epochs per run, {args.repeats} repeats, {args.clock} clock")
     print(f"torch {env['torch']}, scikit-learn {env['sklearn']}, {env['torch_num_threads']} torch threads, "
           f"{env['cpu_count']} CPUs, device {args.device}, load average {env['loadavg_start']}\n", flush=True)
 
-    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+    dtypes = ("float64", "float32") if args.dtype == "both" else (args.dtype,)
     configs = {}
-    for dtype, (Xd, yd) in (("float64", (X, y)), ("float32", (X32, y32))):
+    for dtype in dtypes:
+        Xd, yd = X.astype(dtype), y.astype(dtype)
         for method in args.methods:
-            if dtype == "float32" and method not in ("mfvi", "mc_dropout"):
-                continue
             configs[f"BayesianMLPRegressor {method} [{dtype}]"] = (
                 dtype, lambda e, Xd=Xd, yd=yd, dt=dtype, m=method: time_estimator(Xd, yd, m, dt, e, args.device))
         configs[f"bare PyTorch mean-field BBB [{dtype}]"] = (
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_bbb(Xd, yd, dt, e, batch_size, args.device))
         configs[f"bare PyTorch MLP [{dtype}]"] = (
             dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_mlp(Xd, yd, dt, e, batch_size, args.device))
-    configs["sklearn MLPRegressor [float64]"] = ("float64", lambda e: time_sklearn_mlp(X, y, e, batch_size))
+        configs[f"bare PyTorch MLP, fused Adam [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd, dt=dtype: time_torch_mlp(Xd, yd, dt, e, batch_size, args.device, True))
+        configs[f"sklearn MLPRegressor [{dtype}]"] = (
+            dtype, lambda e, Xd=Xd, yd=yd: time_sklearn_mlp(Xd, yd, e, batch_size))
 
     for _, fn in configs.values():  # warm-up: first-call costs (allocators, kernels, imports)
         fn(1)
@@ -370,28 +397,59 @@ def main(argv=None):
         for name, (_, fn) in configs.items():
             t = fn(args.epochs)
             times[name].append(t)
-            print(f"  repeat {r + 1}/{args.repeats}  {name:<42} {t:.5f} s/epoch", flush=True)
+            print(f"  repeat {r + 1}/{args.repeats}  {name:<44} {t:.5f} s/epoch", flush=True)
     env["loadavg_end"] = loadavg()
 
-    baseline = {dt: statistics.median(times[f"bare PyTorch MLP [{dt}]"]) for dt in ("float64", "float32")}
-    header = f"{'configuration':<42}{'median s/epoch':>16}{'min s/epoch':>14}{'x bare torch':>14}"
-    print("\n" + header)
-    print("-" * len(header))
+    def reference(label, dtype):
+        return statistics.median(times[f"{label} [{dtype}]"])
+
     summary = {}
     for name, (dtype, _) in configs.items():
-        med, low = statistics.median(times[name]), min(times[name])
-        summary[name] = {"median_s_per_epoch": med, "min_s_per_epoch": low, "ratio_to_bare_torch": med / baseline[dtype]}
-        print(f"{name:<42}{med:>16.5f}{low:>14.5f}{med / baseline[dtype]:>14.2f}")
-    print(f"\n'x bare torch' = median / median of the bare PyTorch MLP in the same dtype. "
-          f"Load average at end: {env['loadavg_end']}")
-
+        med = statistics.median(times[name])
+        summary[name] = {
+            "dtype": dtype, "median_s_per_epoch": med, "min_s_per_epoch": min(times[name]),
+            "ratio_to_bare_torch": med / reference("bare PyTorch MLP", dtype),
+            "ratio_to_bare_torch_fused_adam": med / reference("bare PyTorch MLP, fused Adam", dtype),
+            "ratio_to_sklearn": med / reference("sklearn MLPRegressor", dtype),
+        }
+    result = {"settings": {"dataset": bunch.name, "n_rows": int(X.shape[0]), "batch_size": batch_size,
+                           "hidden_layer_sizes": [HIDDEN], "epochs": args.epochs, "repeats": args.repeats,
+                           "methods": list(args.methods), "dtypes": list(dtypes)},
+              "environment": env, "times_s_per_epoch": times, "summary": summary}
+    table = epoch_markdown(result)
+    print("\n" + table)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"settings": {"dataset": bunch.name, "n_rows": int(X.shape[0]), "batch_size": batch_size,
-                                    "epochs": args.epochs, "repeats": args.repeats},
-                       "environment": env, "times_s_per_epoch": times, "summary": summary}, fh, indent=1)
+        write_atomic(Path(args.json), json.dumps(result, indent=1))
         print(f"Wrote {args.json}")
+    if args.out:
+        json_path = Path(__file__).resolve().parent / "results" / f"{args.out}.json"
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(json_path, json.dumps(result, indent=1))
+        write_atomic(json_path.with_suffix(".md"), table)
+        print(f"Wrote {json_path} and {json_path.with_suffix('.md')}")
     return 0
+
+
+def epoch_markdown(result):
+    """The summary of a run (not ``--registry``) as a Markdown table with its settings."""
+    s, env = result["settings"], result["environment"]
+    lines = [
+        f"{s['dataset']} split 0 ({s['n_rows']} rows, batch {s['batch_size']}), one hidden layer of {HIDDEN} units, "
+        f"{s['epochs']} epochs per run, median of {s['repeats']} interleaved runs, {env['clock']} clock, "
+        f"{env['torch_num_threads']} torch thread(s), torch {env['torch']}, scikit-learn {env['sklearn']}, "
+        f"load average {env['loadavg_start'][0]} at start and {env['loadavg_end'][0]} at end.",
+        "",
+        "Ratios: the configuration's median over the median, in the same dtype, of the bare PyTorch MLP "
+        "(torch's default Adam), of the same with `Adam(fused=True)`, and of scikit-learn's `MLPRegressor`.",
+        "",
+        "| configuration | median s/epoch | min s/epoch | × bare PyTorch | × bare PyTorch, fused Adam | × sklearn |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in result["summary"].items():
+        lines.append(f"| {name} | {row['median_s_per_epoch']:.5f} | {row['min_s_per_epoch']:.5f} "
+                     f"| {row['ratio_to_bare_torch']:.2f} | {row['ratio_to_bare_torch_fused_adam']:.2f} "
+                     f"| {row['ratio_to_sklearn']:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -234,7 +234,8 @@ class InferenceMethod(BaseEstimator):
         def loss_fn(idx):
             x = X[idx]
             f = network(x.expand(n_mc, *x.shape), generator=generator)
-            return negative_elbo(likelihood.log_prob(Y[idx], f), warmup.weight * network.kl(), n_data)
+            kl = network.kl() if warmup.weight == 1.0 else warmup.weight * network.kl()
+            return negative_elbo(likelihood.log_prob(Y[idx], f), kl, n_data)
 
         return Training(
             loss_fn,
@@ -297,5 +298,18 @@ def module_seeds(generator, n):
 
 
 def adam(parameters, settings):
-    """Adam with the estimator's learning rate and decay rates."""
-    return torch.optim.Adam(parameters, lr=settings.learning_rate_init, betas=tuple(settings.betas))
+    """Adam with the estimator's learning rate and decay rates.
+
+    The fused implementation (one kernel for all parameters) where torch has
+    one for the parameters' device: on the CPU it steps the few small tensors
+    of an MLP about three times faster than the default per-tensor loop, with
+    the same update up to floating-point round-off.
+    """
+    parameters = list(parameters)
+    fused = all(p.device.type in _FUSED_ADAM_DEVICES and p.is_floating_point() for p in parameters)
+    return torch.optim.Adam(
+        parameters, lr=settings.learning_rate_init, betas=tuple(settings.betas), fused=fused or None
+    )
+
+
+_FUSED_ADAM_DEVICES = frozenset({"cpu", "cuda"})

@@ -98,9 +98,91 @@ def gaussian_kl(mean, std, prior_std):
     -------
     kl : torch.Tensor, scalar
     """
-    prior_std = torch.as_tensor(prior_std, dtype=mean.dtype, device=mean.device)
+    if not isinstance(prior_std, torch.Tensor):
+        return _GaussianKL.apply(mean, std, float(prior_std))
     q = Normal(mean, std, validate_args=False)
     return kl_divergence(q, Normal(0.0, prior_std, validate_args=False)).sum()
+
+
+class _GaussianKL(torch.autograd.Function):
+    """:func:`gaussian_kl` for a fixed (float) prior scale, one autograd node.
+
+    ``forward(mean, std, prior_std, rho=False)``; with ``rho=True`` the second
+    argument is rho and std = softplus(rho) is computed (and differentiated)
+    inside the node.
+
+    Forward and backward are the operations autograd records for
+    ``kl_divergence(Normal(mean, std), Normal(0, prior_std)).sum()``, in the
+    same order (the same numbers), without building that graph of about
+    a dozen nodes at every step.
+    """
+
+    @staticmethod
+    def forward(ctx, mean, std, prior_std, rho=False):
+        if rho:  # the second argument is rho, std = softplus(rho)
+            ctx.rho, std = std, F.softplus(std)
+        ratio = std / prior_std
+        var_ratio = ratio**2
+        scaled_mean = mean / prior_std
+        ctx.ratio, ctx.var_ratio, ctx.scaled_mean, ctx.prior_std = ratio, var_ratio, scaled_mean, prior_std
+        return (0.5 * (var_ratio + scaled_mean**2 - 1 - var_ratio.log())).sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        ratio, var_ratio, scaled_mean = ctx.ratio, ctx.var_ratio, ctx.scaled_mean
+        half = grad * 0.5
+        grad_var_ratio = half + (-half) / var_ratio
+        grad_mean = grad_std = None
+        if ctx.needs_input_grad[0]:
+            grad_mean = half * (2 * scaled_mean) / ctx.prior_std
+        if ctx.needs_input_grad[1]:
+            grad_std = grad_var_ratio * (2 * ratio) / ctx.prior_std
+            if hasattr(ctx, "rho"):
+                grad_std = torch.ops.aten.softplus_backward(grad_std, ctx.rho, 1, 20)
+        return grad_mean, grad_std, None, None
+
+
+class _MeanFieldLinearFunction(torch.autograd.Function):
+    """The training pass of :class:`MeanFieldLinear`, one autograd node with a hand-written backward.
+
+    ``forward(x, mu, rho, eps)``: :func:`local_reparameterization` of ``x``
+    (..., n, in_features) with ``var = softplus(rho)^2`` and the standard
+    normal draws ``eps`` (one row per row of ``x``, out_features columns). Forward and backward
+    are the operations autograd records for that expression, in the same
+    order (the same numbers); one node instead of about fifteen makes the
+    step of a small network several times cheaper to differentiate.
+    """
+
+    @staticmethod
+    def forward(ctx, x, mu, rho, eps):
+        rows = x.reshape(-1, mu.shape[0] - 1)
+        sigma = F.softplus(rho)
+        var = sigma**2
+        x_sq = rows * rows
+        out = torch.addmm(mu[-1], rows, mu[:-1])
+        std = torch.addmm(var[-1], x_sq, var[:-1]).sqrt()
+        ctx.save_for_backward(mu, rho, eps)
+        # intermediates (not inputs or outputs) are kept on ctx, cheaper than saved tensors
+        ctx.rows, ctx.x_sq, ctx.sigma, ctx.var, ctx.std, ctx.shape = rows, x_sq, sigma, var, std, x.shape
+        return (out + std * eps).view(*x.shape[:-1], mu.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad):
+        mu, rho, eps = ctx.saved_tensors
+        rows, x_sq, sigma, var, std = ctx.rows, ctx.x_sq, ctx.sigma, ctx.var, ctx.std
+        grad = grad.reshape(-1, mu.shape[1])
+        grad_x = grad_mu = grad_rho = None
+        # d out / d pre_var, pre_var = x^2 V + v_b and std = sqrt(pre_var)
+        grad_pre_var = (grad * eps) / (2 * std)
+        if ctx.needs_input_grad[0]:
+            grad_x_sq = grad_pre_var.mm(var[:-1].t()) * rows
+            grad_x = (grad.mm(mu[:-1].t()) + (grad_x_sq + grad_x_sq)).view(ctx.shape)
+        if ctx.needs_input_grad[1]:
+            grad_mu = torch.cat([rows.t().mm(grad), grad.sum(0, keepdim=True)])
+        if ctx.needs_input_grad[2]:
+            grad_var = torch.cat([x_sq.t().mm(grad_pre_var), grad_pre_var.sum(0, keepdim=True)])
+            grad_rho = torch.ops.aten.softplus_backward(grad_var * (2 * sigma), rho, 1, 20)
+        return grad_x, grad_mu, grad_rho, None
 
 
 class MeanFieldLinear(nn.Module):
@@ -173,8 +255,10 @@ class MeanFieldLinear(nn.Module):
 
     def forward(self, x, generator=None, sample=True):
         """Training-time pass with fresh noise for every row (:func:`local_reparameterization`)."""
-        var = F.softplus(self.rho) ** 2 if sample else None
-        return local_reparameterization(x, self.mu, var, generator, sample)
+        if not sample:
+            return local_reparameterization(x, self.mu, None, generator, sample)
+        eps = standard_normal((x.numel() // self.in_features, self.out_features), self.mu, generator)
+        return _MeanFieldLinearFunction.apply(x, self.mu, self.rho, eps)
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` weight draws from q shared by all rows (:func:`gaussian_weight_draws`)."""
@@ -182,4 +266,5 @@ class MeanFieldLinear(nn.Module):
 
     def kl(self):
         """Closed-form KL(q || N(0, prior_scale^2)) of weights and biases, a scalar in nats."""
-        return gaussian_kl(self.mu, F.softplus(self.rho), self.prior_scale)
+        # gaussian_kl(self.mu, F.softplus(self.rho), self.prior_scale), the softplus inside the one node
+        return _GaussianKL.apply(self.mu, self.rho, self.prior_scale, True)

@@ -83,7 +83,8 @@ class BayesianLayerStack(nn.Module):
         The layers are independent under q and p, so their KLs add up (a
         Monte-Carlo estimate for layers whose KL has no closed form).
         """
-        return sum(layer.kl() for layer in self.layers)
+        kls = [layer.kl() for layer in self.layers]
+        return sum(kls[1:], kls[0]) if kls else 0.0
 
     def sample_parameters(self, n_samples, generator=None):
         """Draw ``n_samples`` weight settings, a list of (W, b) per layer.
