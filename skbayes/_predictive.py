@@ -18,9 +18,11 @@ r_J = 1, linear in between (the fitted function of scikit-learn's
 ([Kuleshov2018]_, section 3.2); its quantile at level q is
 F_i^{-1}(R^{-1}(q)).
 
-:func:`bisect_quantile` inverts any non-decreasing CDF row by row (the
-quantiles of mixtures: the deep GP's predictive, an ensemble of recalibrated
-regressors).
+:func:`bisect_quantile` inverts any non-decreasing CDF row by row (an
+ensemble of recalibrated regressors); :func:`mixture_quantile` inverts the CDF
+of a uniform mixture of Gaussian or Student-t components (the predictive of a
+Bayesian network's weight draws, of the deep GP's draws) by Newton's method
+safeguarded by bisection, in a few evaluations of the CDF instead of 50-60.
 
 References
 ----------
@@ -29,10 +31,10 @@ References
 """
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import gammaln, ndtr, ndtri, stdtr, stdtrit
 from scipy.stats import norm
 
-__all__ = ["DrawsPredictive", "GaussianPredictive", "bisect_quantile", "map_inverse", "map_slope"]
+__all__ = ["DrawsPredictive", "GaussianPredictive", "bisect_quantile", "map_inverse", "map_slope", "mixture_quantile"]
 
 
 def bisect_quantile(cdf, q, lo, hi, n_bisections=60):
@@ -62,6 +64,92 @@ def bisect_quantile(cdf, q, lo, hi, n_bisections=60):
         below = cdf(mid) < q
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     return 0.5 * (lo + hi)
+
+
+def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
+    r"""Quantile of each uniform mixture of Gaussian or Student-t components.
+
+    The mixture's CDF is F(y) = (1/T) sum_t F_t((y - loc_t) / scale_t), F_t
+    the standard normal CDF (``df`` None) or Student-t CDF with df_t degrees
+    of freedom. F(y) = ``prob`` is solved by Newton's method on F with its
+    density, safeguarded by bisection: the root lies between the smallest
+    and the largest component quantile, the bracket shrinks at every
+    iteration to the side on which F - prob changes sign, and a Newton step
+    that leaves the bracket is replaced by its midpoint. The iteration
+    starts from the bracket's upper end for a level below 1/2 and from its
+    lower end above, from where Newton's steps approach the root without
+    overshooting it where the CDF's tail is convex (concave) (one component,
+    or components close to each other). Each iteration
+    evaluates the T component CDFs and densities once; Newton converges
+    quadratically near the root, so a handful of iterations reach the
+    tolerance where bisection needs one per bit (50-60).
+
+    Parameters
+    ----------
+    prob : float
+        Probability level in (0, 1).
+    loc, scale : ndarray of shape (T, ...)
+        Components' locations and scales (> 0), components on the first axis.
+    df : ndarray of shape (T, ...) or None, default=None
+        Degrees of freedom (> 0) of Student-t components; None for Gaussian
+        components.
+    rtol : float, default=1e-8
+        Iterations stop where the last step is at most ``rtol`` times the
+        components' mean scale (scipy's Student-t CDF is accurate to about
+        1e-10, which bounds what any root finder can resolve).
+    max_iter : int, default=100
+        Most iterations (each at least halves the bracket when Newton's step
+        is rejected, so 100 reach the float64 resolution of any bracket).
+
+    Returns
+    -------
+    quantile : ndarray of shape (...)
+        y with F(y) = ``prob``.
+    """
+    loc, scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
+    if df is None:
+        z_prob = ndtri(prob)
+        cdf = ndtr
+        log_norm, power = -0.5 * np.log(2 * np.pi), None
+
+        def pdf(z):
+            return np.exp(log_norm - 0.5 * z * z)
+
+    else:
+        df = np.asarray(df, dtype=float)
+        z_prob = stdtrit(df, prob)
+
+        def cdf(z):
+            return stdtr(df, z)
+
+        # Student-t density: Gamma((v+1)/2) / (Gamma(v/2) sqrt(v pi)) (1 + z^2/v)^(-(v+1)/2)
+        log_norm = gammaln(0.5 * (df + 1)) - gammaln(0.5 * df) - 0.5 * np.log(df * np.pi)
+        power = -0.5 * (df + 1)
+
+        def pdf(z):
+            return np.exp(log_norm + power * np.log1p(z * z / df))
+
+    quantiles = loc + scale * z_prob
+    low, high = quantiles.min(axis=0), quantiles.max(axis=0)
+    tol = rtol * scale.mean(axis=0)
+    # Start from the bracket's end on the side Newton approaches monotonically
+    # where the tail of the CDF is convex (below the median) or concave (above).
+    y = high if prob < 0.5 else low
+    for _ in range(max_iter):
+        z = (y - loc) / scale
+        excess = cdf(z).mean(axis=0) - prob
+        density = (pdf(z) / scale).mean(axis=0)
+        below = excess < 0
+        low, high = np.where(below, y, low), np.where(below, high, y)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = y - excess / density
+        bisect = ~((step > low) & (step < high))
+        step = np.where(bisect, 0.5 * (low + high), step)
+        done = (np.abs(step - y) <= tol) | (excess == 0)
+        y = np.where(excess == 0, y, step)
+        if done.all():
+            break
+    return y
 
 
 def map_inverse(q, knots, values):

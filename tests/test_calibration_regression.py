@@ -350,3 +350,34 @@ def test_skbayes_regressor_under_mapie_split_conformal():
     np.testing.assert_allclose(point, mean)
     np.testing.assert_allclose(upper, mean + q * std, rtol=1e-6)
     assert np.ptp((mean - lower) / std) < 1e-6  # the lower bound: a constant score times std as well
+
+
+@pytest.mark.parametrize("student_t", [False, True])
+def test_mixture_quantile_solves_the_mixture_cdf_found_by_brentq(student_t):
+    # Root of the mixture CDF found row by row by scipy's brentq on scipy.stats' CDFs (an independent
+    # solver and CDF), for one-component mixtures (the component's own quantile), separated modes
+    # (Newton's hard case, a flat CDF between them), heavy tails (df near 2) and extreme levels.
+    from scipy.optimize import brentq
+    from scipy.stats import norm, t
+
+    from skbayes._predictive import mixture_quantile
+
+    rng = np.random.RandomState(0)
+    for n_components in (1, 2, 40):
+        loc = rng.randn(n_components, 6) * np.array([0.1, 1, 10, 100, 1, 0.01])
+        loc[:, 4] = np.where(np.arange(n_components) % 2, 50.0, -50.0)  # two modes far apart
+        scale = np.exp(rng.randn(n_components, 6))
+        df = 2.05 + rng.exponential(3.0, (n_components, 6)) if student_t else None
+        for prob in (0.001, 0.025, 0.5, 0.975, 0.999):
+            got = mixture_quantile(prob, loc, scale, df)
+            for j in range(6):
+                def excess(y):
+                    z = (y - loc[:, j]) / scale[:, j]
+                    return (t.cdf(z, df[:, j]) if student_t else norm.cdf(z)).mean() - prob
+
+                assert abs(excess(got[j])) < 1e-8  # a root of the mixture's CDF ...
+                expected = brentq(excess, -1e4, 1e4, xtol=1e-13, rtol=1e-14)
+                z = (expected - loc[:, j]) / scale[:, j]
+                density = ((t.pdf(z, df[:, j]) if student_t else norm.pdf(z)) / scale[:, j]).mean()
+                if density > 1e-6 / scale[:, j].max():  # ... the root, where the CDF is not flat
+                    assert got[j] == pytest.approx(expected, rel=1e-9, abs=1e-7 * scale[:, j].mean())

@@ -21,7 +21,7 @@ from .._param_validation import (
     _fit_context,
     validate_method_params,
 )
-from .._predictive import bisect_quantile
+from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from ..nn.kernels import from_sklearn_kernel
@@ -32,33 +32,6 @@ _MAX_AUTO_WIDTH = 30
 # Initial scale of q(u) in the inner layers (whitened), as in Salimbeni and Deisenroth's code:
 # the inner layers start close to their mean functions.
 _INNER_Q_SCALE = 1e-5
-
-
-def mixture_quantile(q, means, stds, n_bisections=60):
-    """Quantile ``q`` of each row's equally weighted Gaussian mixture, by bisection.
-
-    Parameters
-    ----------
-    q : float
-        Probability in (0, 1).
-    means, stds : ndarray of shape (n, S)
-        Component means and standard deviations (> 0) of each row.
-    n_bisections : int, default=60
-        Halvings of the bracket [min(mean - 10 std), max(mean + 10 std)].
-
-    Returns
-    -------
-    quantile : ndarray of shape (n,)
-        x with (1/S) sum_s Phi((x - mean_s) / std_s) = q, to a relative
-        precision of about 2^-60 of the bracket.
-    """
-    return bisect_quantile(
-        lambda y: norm.cdf((y[:, None] - means) / stds).mean(axis=1),
-        q,
-        (means - 10 * stds).min(axis=1),
-        (means + 10 * stds).max(axis=1),
-        n_bisections,
-    )
 
 
 @fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
@@ -509,7 +482,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         -------
         lower, upper : ndarray of shape (n_samples,)
             Quantiles of (1/S) sum_s N(mu_s, v_s + sigma^2), in the units of y
-            (found by bisection; with one layer, the Gaussian's).
+            (Newton's method safeguarded by bisection; with one layer, the
+            Gaussian's).
 
         Raises
         ------
@@ -518,7 +492,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         mean, var = self._mixture(self._validate_X_predict(X))
         std = np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2)
-        bounds = [mixture_quantile(q, mean, std) for q in (0.5 - coverage / 2, 0.5 + coverage / 2)]
+        bounds = [mixture_quantile(q, mean.T, std.T) for q in (0.5 - coverage / 2, 0.5 + coverage / 2)]
         return tuple(b * self._y_scale + self._y_mean for b in bounds)
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])

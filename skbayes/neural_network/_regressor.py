@@ -11,6 +11,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import COVERAGE, N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
+from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, HeteroscedasticGaussianLikelihood, StudentTLikelihood, inverse_softplus
 from ..inference import resolve_inference
@@ -27,47 +28,11 @@ NOISE_MODELS = {
     "student_t": StudentTLikelihood,
 }
 
-# Bisection steps of the mixture quantiles (the bracket shrinks by 2^-50).
-_N_BISECTION = 50
-
-
 def _component_moments(distribution):
     """loc, scale and df (None for a Gaussian) of a Normal or StudentT, as numpy arrays."""
     loc, scale = distribution.loc.cpu().numpy(), distribution.scale.cpu().numpy()
     df = distribution.df.cpu().numpy() if isinstance(distribution, torch.distributions.StudentT) else None
     return loc, scale, df
-
-
-def mixture_quantile(loc, scale, df, prob):
-    """Quantile of the uniform mixture of location-scale components, by bisection.
-
-    The components are N(loc_t, scale_t^2) (``df`` None) or Student-t
-    St(loc_t, scale_t, df_t); the mixture's CDF (1/T) sum_t F_t(q) is
-    increasing and crosses ``prob`` between the smallest and the largest
-    component quantile, the bracket the bisection starts from.
-
-    Parameters
-    ----------
-    loc, scale : ndarray of shape (T, ...)
-        Components on the first axis.
-    df : ndarray of shape (T, ...) or None
-    prob : float in (0, 1)
-
-    Returns
-    -------
-    quantile : ndarray of shape (...)
-    """
-    if df is None:
-        cdf, ppf = special.ndtr, lambda p: special.ndtri(p)
-    else:
-        cdf, ppf = (lambda z: special.stdtr(df, z)), (lambda p: special.stdtrit(df, p))
-    quantiles = loc + scale * ppf(np.full(loc.shape, prob))
-    low, high = quantiles.min(axis=0), quantiles.max(axis=0)
-    for _ in range(_N_BISECTION):
-        mid = 0.5 * (low + high)
-        below = cdf((mid - loc) / scale).mean(axis=0) < prob
-        low, high = np.where(below, mid, low), np.where(below, high, mid)
-    return 0.5 * (low + high)
 
 
 @mlp_doc(
@@ -556,7 +521,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         Monte-Carlo mixture (1/T) sum_t p(y | f_t(x)) over the
         ``n_mc_predict`` draws (all members for ``DeepEnsemble`` and
         ``SGHMC``): its (1 - coverage) / 2 and (1 + coverage) / 2
-        quantiles, found by bisection on the mixture's CDF, per output.
+        quantiles, found by Newton's method safeguarded by bisection on the
+        mixture's CDF (:func:`skbayes._predictive.mixture_quantile`), per
+        output.
 
         %(parameters_X)s
         %(coverage)s
@@ -582,7 +549,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
         def interval(f, rows):
             loc, scale, df = _component_moments(likelihood.distribution(f))
-            bounds = [mixture_quantile(loc, scale, df, p) for p in (tail, 1.0 - tail)]
+            bounds = [mixture_quantile(p, loc, scale, df) for p in (tail, 1.0 - tail)]
             return tuple(torch.as_tensor(b) for b in bounds)
 
         lower, upper = self._over_draws(X, interval, self.n_mc_predict, self._predict_seed)
