@@ -531,7 +531,7 @@ def test_expected_log_lik_is_the_log_of_the_expectation_for_fitc():
     # The SVGP chooses which variances enter (its marginals are set here), the
     # Gaussian likelihood computes the expectation.
     gp = SVGP(RBFKernel(1, dtype=torch.float64), 2, 1, dtype=torch.float64)
-    gp.marginals = lambda x: tuple(torch.tensor([v], dtype=torch.float64) for v in (mu, cond, qvar))
+    gp.marginals = lambda x, **_: tuple(torch.tensor([v], dtype=torch.float64) for v in (mu, cond, qvar))
     likelihood = GaussianLikelihood(1, np.sqrt(noise), learn_noise=False, dtype=torch.float64)
     x, y_t = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([y], dtype=torch.float64)
     fitc = float(gp.expected_log_lik(x, y_t, likelihood, "fitc"))
