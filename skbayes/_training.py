@@ -271,6 +271,7 @@ def fit_loop(
     batch_size,
     max_iter,
     generator,
+    max_steps=None,
     device="cpu",
     tol=1e-4,
     n_iter_no_change=10,
@@ -301,6 +302,12 @@ def fit_loop(
         Maximum number of epochs.
     generator : torch.Generator
         CPU generator for the shuffling.
+    max_steps : int or None, default=None
+        Maximum number of optimiser steps (minibatches) over all epochs, a
+        budget that does not grow with ``n_samples``: training ends after
+        ``max_iter`` epochs or ``max_steps`` steps, whichever comes first
+        (the last epoch may then be cut short; its loss is the mean over the
+        rows it saw, and it counts in ``n_iter``). None: no step budget.
     device : torch.device or str, default="cpu"
         Where ``idx`` should live.
     tol : float, default=1e-4
@@ -345,7 +352,8 @@ def fit_loop(
     Warns
     -----
     ConvergenceWarning
-        If ``max_iter`` epochs ran without meeting the stopping criterion.
+        If ``max_iter`` epochs or ``max_steps`` steps ran without meeting the
+        stopping criterion.
     UserWarning
         If training was interrupted with Ctrl-C (the model keeps its current
         parameters and stays usable).
@@ -372,8 +380,10 @@ def fit_loop(
             for callback in callbacks:
                 callback.on_epoch_begin(state)
             perm = torch.randperm(n_samples, generator=generator).to(device)
-            total = 0.0
+            total, n_seen = 0.0, 0
             for start in range(0, n_samples, batch_size):
+                if max_steps is not None and state.step >= max_steps:
+                    break
                 idx = perm[start : start + batch_size]
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(idx)
@@ -383,9 +393,10 @@ def fit_loop(
                 state.step += 1
                 state.batch_loss = loss.detach()
                 total += state.batch_loss * len(idx)
+                n_seen += len(idx)
                 for callback in callbacks:
                     callback.on_batch_end(state)
-            loss = float(total) / n_samples
+            loss = float(total) / n_seen
             if not math.isfinite(loss):
                 raise _diverged_error(epoch + 1, loss)
             state.epoch_loss = loss
@@ -400,13 +411,16 @@ def fit_loop(
             if state.stop:
                 result.stopped_early = True
                 break
+            if max_steps is not None and state.step >= max_steps:
+                budget = f"maximum number of optimiser steps ({max_steps})"
+                break
         else:
-            if n_iter_no_change is not None:
-                warnings.warn(
-                    f"{estimator_name}: maximum number of epochs ({max_iter}) reached and "
-                    "the optimisation has not converged yet.",
-                    ConvergenceWarning,
-                )
+            budget = f"maximum number of epochs ({max_iter})"
+        if not result.stopped_early and n_iter_no_change is not None:
+            warnings.warn(
+                f"{estimator_name}: {budget} reached and the optimisation has not converged yet.",
+                ConvergenceWarning,
+            )
     except KeyboardInterrupt:
         warnings.warn(
             f"{estimator_name}: training interrupted by the user after {result.n_iter} "

@@ -531,7 +531,7 @@ def test_expected_log_lik_is_the_log_of_the_expectation_for_fitc():
     # The SVGP chooses which variances enter (its marginals are set here), the
     # Gaussian likelihood computes the expectation.
     gp = SVGP(RBFKernel(1, dtype=torch.float64), 2, 1, dtype=torch.float64)
-    gp.marginals = lambda x: tuple(torch.tensor([v], dtype=torch.float64) for v in (mu, cond, qvar))
+    gp.marginals = lambda x, **_: tuple(torch.tensor([v], dtype=torch.float64) for v in (mu, cond, qvar))
     likelihood = GaussianLikelihood(1, np.sqrt(noise), learn_noise=False, dtype=torch.float64)
     x, y_t = torch.zeros(1, 1, dtype=torch.float64), torch.tensor([y], dtype=torch.float64)
     fitc = float(gp.expected_log_lik(x, y_t, likelihood, "fitc"))
@@ -850,3 +850,32 @@ def test_log_predictive_density_validates_x_once(fitted, sine_data, monkeypatch)
     monkeypatch.setattr(sparse_gp_module, "validate_data", counting)
     fitted.log_predictive_density(X_test[:10], y_test[:10])
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("n_samples", [200, 2000])
+def test_auto_max_iter_is_a_step_budget_independent_of_n(monkeypatch, n_samples):
+    # max_iter="auto" is AUTO_MAX_EPOCHS epochs or AUTO_MAX_STEPS optimiser steps, whichever ends
+    # first: with the step budget lowered to 7 and 10-row batches, 7 steps on 200 rows (20 per epoch)
+    # as on 2,000 (200 per epoch); an int max_iter runs whole epochs.
+    from skbayes._training import Callback
+    from skbayes.gaussian_process import _base
+
+    class CountSteps(Callback):
+        def on_train_begin(self, state):
+            self.steps = 0
+
+        def on_batch_end(self, state):
+            self.steps += 1
+
+    monkeypatch.setattr(_base, "AUTO_MAX_STEPS", 7)
+    X, y = _sine(n_samples, 0)
+    counter = CountSteps()
+    params = {"n_inducing": 4, "batch_size": 10, "random_state": 0, "callbacks": [counter]}
+    model = SparseGPRegressor(**params)
+    assert model.max_iter == "auto"
+    with pytest.warns(ConvergenceWarning, match=r"optimiser steps \(7\)"):
+        model.fit(X, y)
+    assert counter.steps == 7 and model.n_iter_ == 1
+    with pytest.warns(ConvergenceWarning, match=r"maximum number of epochs \(1\)"):
+        SparseGPRegressor(max_iter=1, **params).fit(X[:200], y[:200])
+    assert counter.steps == 20  # a whole epoch of 20 batches, no step budget

@@ -109,3 +109,32 @@ def test_a_fixed_schedule_runs_every_epoch_without_warning():
         result = _fit(loss_fn, module, max_iter=80, n_iter_no_change=None)
     assert result.n_iter == 80 and not result.stopped_early
     assert result.best_loss == min(result.loss_curve)
+
+
+@pytest.mark.parametrize("n_samples", [40, 400, 4000])
+def test_max_steps_bounds_the_steps_whatever_the_number_of_rows(n_samples):
+    # A budget of 25 steps of 16 rows: 3 whole epochs then 1 of 40 rows, 2 epochs with 400 rows cut in
+    # the second, or part of one epoch with 4,000; the last epoch's loss is the mean over the rows it saw.
+    param = torch.nn.Parameter(torch.zeros(1))
+    data = torch.arange(n_samples, dtype=torch.float32)
+    batches = []
+
+    def loss_fn(idx):
+        batches.append(idx.clone())
+        return (param * 0.0 + data[idx]).mean()  # depends on the rows only: checkable by hand
+
+    with pytest.warns(ConvergenceWarning, match=r"maximum number of optimiser steps \(25\)"):
+        result = fit_loop(loss_fn, torch.optim.SGD([param], lr=0.0), n_samples, batch_size=16, max_iter=1000,
+                          max_steps=25, generator=torch.Generator().manual_seed(0), n_iter_no_change=2000)
+    n_batches = -(-n_samples // 16)
+    assert len(batches) == 25
+    assert result.n_iter == -(-25 // n_batches) and not result.stopped_early
+    last = torch.cat(batches[(result.n_iter - 1) * n_batches :])
+    assert result.loss_curve[-1] == pytest.approx(float(data[last].mean()), rel=1e-6)
+
+
+def test_max_steps_beyond_max_iter_changes_nothing():
+    module, loss_fn = _problem()
+    with pytest.warns(ConvergenceWarning, match=r"maximum number of epochs \(3\)"):
+        result = _fit(loss_fn, module, max_iter=3, max_steps=1000)
+    assert result.n_iter == 3 and len(result.loss_curve) == 3

@@ -23,6 +23,12 @@ from ..nn.kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
 
 # Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024
+# Budget of max_iter="auto": this many epochs or optimiser steps, whichever ends first. Every step
+# costs O(batch_size M^2 + M^3) whatever n, so the steps, not the epochs, bound the fit time on
+# large data (a default fit on 200,000 x 8 rows, M = 256, B = 1024: 4,000 steps, 162 s on one
+# busy CPU core; see examples/benchmarks/results/sparse_gp_defaults_scaling_*.md).
+AUTO_MAX_EPOCHS = 1000
+AUTO_MAX_STEPS = 4000
 KERNELS = {
     "rbf": (RBFKernel, {}),
     "matern12": (MaternKernel, {"nu": 0.5}),
@@ -168,13 +174,16 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
 
         ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
+        ``max_iter="auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS`
+        optimiser steps, whichever ends first.
         """
+        budget = {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if self.max_iter == "auto" else {}
         return self._fit_loop(
             lambda idx: self._minibatch_loss(X_t[idx], y_t[idx], n_data),
             self._optimizer_for(n_data),
             X_t.shape[0],
             shuffle_seed=shuffle_seed,
-            **overrides,
+            **{**budget, **overrides},
         )
 
     def __getstate__(self):

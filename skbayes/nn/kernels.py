@@ -60,12 +60,18 @@ def scaled_sqdist(x1, x2, length_scale):
 
     ``length_scale`` is a scalar tensor (isotropic) or one value per column.
     """
-    # Centre both sets first: ||a||^2 + ||b||^2 - 2 a.b loses less precision.
-    shift = x1.mean(0) if x1.shape[0] else 0.0
-    a = (x1 - shift) / length_scale
-    b = (x2 - shift) / length_scale
+    a, b = _centred_scaled(x1, x2, length_scale)
     sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1) - 2.0 * a @ b.T
     return sq.clamp_min(0.0)
+
+
+def _centred_scaled(x1, x2, length_scale):
+    """Both sets shifted by the mean of ``x1`` and divided by the length-scales.
+
+    Centring first makes ||a||^2 + ||b||^2 - 2 a.b lose less precision.
+    """
+    shift = x1.mean(0) if x1.shape[0] else 0.0
+    return (x1 - shift) / length_scale, (x2 - shift) / length_scale
 
 
 def half_integer_matern(r2, nu):
@@ -163,7 +169,13 @@ class RBFKernel(_StationaryKernel):
 
     def forward(self, x1, x2):
         """Covariance matrix of shape (n1, n2) for ``x1`` (n1, d), ``x2`` (n2, d)."""
-        return self.variance * torch.exp(-0.5 * self.scaled_sqdist(x1, x2))
+        a, b = _centred_scaled(x1, x2, self.length_scale)
+        log_var = self.variance.log()
+        # s^2 exp(-r^2 / 2) = exp(log s^2 - ||a||^2 / 2 - ||b||^2 / 2 + a.b), the product added in
+        # place (addmm) and r^2 >= 0 kept as exponent <= log s^2: three passes over the (n1, n2)
+        # matrix instead of six, forward and backward (the SVGP step's largest elementwise cost)
+        offset = (log_var - 0.5 * a.square().sum(-1, keepdim=True)) - 0.5 * b.square().sum(-1)
+        return torch.addmm(offset, a, b.T).clamp_max(log_var).exp()
 
 
 class MaternKernel(_StationaryKernel):

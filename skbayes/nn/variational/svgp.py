@@ -195,11 +195,17 @@ class SVGP(nn.Module):
         return cholesky(self.kernel(z, z), self.jitter)
 
     def _whitened_cross(self, x, chol_zz):
-        # A = L_zz^{-1} K_zx, shape (M, n)
-        kzx = self.kernel(self.inducing_points, x)
-        return torch.linalg.solve_triangular(chol_zz, kzx, upper=False)
+        # A = L_zz^{-1} K_zx, shape (M, n): the transpose of _whitened_cross_t (a view)
+        return self._whitened_cross_t(x, chol_zz).mT
 
-    def marginals(self, x, chol_zz=None):
+    def _whitened_cross_t(self, x, chol_zz):
+        # A^T = K_xz L_zz^{-T}, shape (n, M), solved from the right: with the n rows leading, the
+        # triangular solve and the products that follow run on contiguous rows (faster than
+        # L_zz^{-1} K_zx on an (M, n) matrix, the same numbers up to round-off)
+        kxz = self.kernel(x, self.inducing_points)
+        return torch.linalg.solve_triangular(chol_zz.mT, kxz, upper=True, left=False)
+
+    def marginals(self, x, chol_zz=None, q_scale_tril=None):
         """The three parts of the marginals q(f_n) = N(mu_n, cond_var_n + q_var_n).
 
         Parameters
@@ -207,6 +213,8 @@ class SVGP(nn.Module):
         x : torch.Tensor of shape (n, d)
         chol_zz : torch.Tensor of shape (M, M), optional
             A precomputed :meth:`chol_zz`, to share it across row blocks.
+        q_scale_tril : torch.Tensor of shape (M, M) or (L, M, M), optional
+            A precomputed :attr:`q_scale_tril`, to share it with :meth:`kl`.
 
         Returns
         -------
@@ -221,15 +229,14 @@ class SVGP(nn.Module):
         """
         if chol_zz is None:
             chol_zz = self.chol_zz()
-        a = self._whitened_cross(x, chol_zz)
-        cond_var = (self.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
+        if q_scale_tril is None:
+            q_scale_tril = self.q_scale_tril
+        a_t = self._whitened_cross_t(x, chol_zz)  # A^T, (n, M)
+        cond_var = (self.kernel.diag(x) - a_t.square().sum(1)).clamp_min(0.0)
+        b_t = a_t @ q_scale_tril  # B^T = A^T L, (n, M) or (L, n, M): A^T S A = B^T B
         if self.q_mean.ndim == 1:
-            b = self.q_scale_tril.T @ a  # L^T A: A^T S A = B^T B
-            mean = a.T @ self.q_mean + self.mean_constant
-            return mean, cond_var, b.square().sum(0)
-        b = self.q_scale_tril.mT @ a  # (L, M, n)
-        mean = a.T @ self.q_mean.T + self.mean_constant
-        return mean, cond_var, b.square().sum(1).T
+            return a_t @ self.q_mean + self.mean_constant, cond_var, b_t.square().sum(1)
+        return a_t @ self.q_mean.T + self.mean_constant, cond_var, b_t.square().sum(-1).T
 
     def predict_f(self, x, full_cov=False, chol_zz=None):
         """Mean and (co)variance of q(f) at the rows of ``x``.
@@ -310,9 +317,12 @@ class SVGP(nn.Module):
         ValueError
             If ``objective`` is not one of :data:`OBJECTIVES`.
         """
+        return self._expected_log_lik(x, y, likelihood, objective, self.q_scale_tril)
+
+    def _expected_log_lik(self, x, y, likelihood, objective, q_scale_tril):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
-        mean, cond_var, q_var = (t[:, None] for t in self.marginals(x))
+        mean, cond_var, q_var = (t[:, None] for t in self.marginals(x, q_scale_tril=q_scale_tril))
         if objective == "vfe":
             return likelihood.expected_log_prob(y[:, None], mean, cond_var + q_var)
         return likelihood.expected_log_prob(y[:, None], mean, q_var, added_noise_var=cond_var)
@@ -340,7 +350,9 @@ class SVGP(nn.Module):
         -------
         loss : torch.Tensor, scalar
         """
-        return -self.expected_log_lik(x, y, likelihood, objective).mean() + self.kl() / n_data
+        q_scale_tril = self.q_scale_tril  # built once, for the data term and the KL
+        data = self._expected_log_lik(x, y, likelihood, objective, q_scale_tril)
+        return -data.mean() + kl_standard_normal_mvn(self.q_mean, q_scale_tril) / n_data
 
     def kl(self):
         """KL(N(m, S) || N(0, I)) in nats, a scalar, summed over the latent functions.
