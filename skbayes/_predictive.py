@@ -94,7 +94,7 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
         Degrees of freedom (> 0) of Student-t components; None for Gaussian
         components.
     rtol : float, default=1e-8
-        Iterations stop where the last step is at most ``rtol`` times the
+        Iterations stop where Newton's step is at most ``rtol`` times the
         components' mean scale (scipy's Student-t CDF is accurate to about
         1e-10, which bounds what any root finder can resolve).
     max_iter : int, default=100
@@ -107,49 +107,49 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
         y with F(y) = ``prob``.
     """
     loc, scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
+    shape = loc.shape[1:]
+    loc, scale = loc.reshape(len(loc), -1), scale.reshape(len(scale), -1)  # (T, m): one column per mixture
     if df is None:
-        z_prob = ndtri(prob)
-        cdf = ndtr
-        log_norm, power = -0.5 * np.log(2 * np.pi), None
-
-        def pdf(z):
-            return np.exp(log_norm - 0.5 * z * z)
-
+        quantiles = loc + scale * ndtri(prob)
+        columns = (loc, scale)
     else:
-        df = np.asarray(df, dtype=float)
-        z_prob = stdtrit(df, prob)
-
-        def cdf(z):
-            return stdtr(df, z)
-
+        df = np.broadcast_to(np.asarray(df, dtype=float), shape=(len(loc), *shape)).reshape(loc.shape)
+        per_component = df[:, :1] if (df == df[:, :1]).all() else df  # one df per component: one quantile each
+        quantiles = loc + scale * stdtrit(per_component, prob)
         # Student-t density: Gamma((v+1)/2) / (Gamma(v/2) sqrt(v pi)) (1 + z^2/v)^(-(v+1)/2)
-        log_norm = gammaln(0.5 * (df + 1)) - gammaln(0.5 * df) - 0.5 * np.log(df * np.pi)
-        power = -0.5 * (df + 1)
+        log_norm = gammaln(0.5 * (per_component + 1)) - gammaln(0.5 * per_component) - 0.5 * np.log(per_component * np.pi)
+        log_norm = np.broadcast_to(log_norm, loc.shape)
+        columns = (loc, scale, df, log_norm)
 
-        def pdf(z):
-            return np.exp(log_norm + power * np.log1p(z * z / df))
+    def excess_and_density(y, loc, scale, df=None, log_norm=None):
+        z = (y - loc) / scale
+        if df is None:
+            cdf, pdf = ndtr(z), np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+        else:
+            cdf, pdf = stdtr(df, z), np.exp(log_norm - 0.5 * (df + 1) * np.log1p(z * z / df))
+        return cdf.mean(axis=0) - prob, (pdf / scale).mean(axis=0)
 
-    quantiles = loc + scale * z_prob
     low, high = quantiles.min(axis=0), quantiles.max(axis=0)
     tol = rtol * scale.mean(axis=0)
     # Start from the bracket's end on the side Newton approaches monotonically
     # where the tail of the CDF is convex (below the median) or concave (above).
-    y = high if prob < 0.5 else low
+    y = (high if prob < 0.5 else low).copy()
+    active = np.arange(y.size)  # the mixtures not converged yet
     for _ in range(max_iter):
-        z = (y - loc) / scale
-        excess = cdf(z).mean(axis=0) - prob
-        density = (pdf(z) / scale).mean(axis=0)
+        y_a, low_a, high_a = y[active], low[active], high[active]
+        excess, density = excess_and_density(y_a, *(c[:, active] for c in columns))
         below = excess < 0
-        low, high = np.where(below, y, low), np.where(below, high, y)
+        low_a, high_a = np.where(below, y_a, low_a), np.where(below, high_a, y_a)
         with np.errstate(divide="ignore", invalid="ignore"):
-            step = y - excess / density
-        bisect = ~((step > low) & (step < high))
-        step = np.where(bisect, 0.5 * (low + high), step)
-        done = (np.abs(step - y) <= tol) | (excess == 0)
-        y = np.where(excess == 0, y, step)
-        if done.all():
+            newton = y_a - excess / density
+        done = (np.abs(newton - y_a) <= tol[active]) | (excess == 0)
+        inside = (newton >= low_a) & (newton <= high_a)
+        y[active] = np.where(done | inside, np.where(excess == 0, y_a, newton), 0.5 * (low_a + high_a))
+        low[active], high[active] = low_a, high_a
+        active = active[~done]
+        if not active.size:
             break
-    return y
+    return y.reshape(shape)
 
 
 def map_inverse(q, knots, values):
