@@ -400,11 +400,17 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     def _n_components(self):
         return 1 if self.n_layers == 1 else self.n_mc_predict
 
-    def _mixture(self, X, n_draws=None, seed=None):
-        """Component means and latent variances of q(f^L), numpy (n, S), standardised units.
+    def _mixture(self, X, reduce, n_draws=None, seed=None):
+        """``reduce`` of the mixture's components, block of rows by block of rows.
 
-        The draws come from a CPU generator seeded with ``seed`` (default: the
-        prediction seed fixed at ``fit``) and are shared by all rows.
+        ``reduce(mean, var, rows)`` receives the component means and latent
+        variances of q(f^L) of a block's rows, numpy arrays of shape
+        (n_block_rows, S) in standardised units, and returns an array (or a
+        tuple of arrays) with those rows on the first axis; the results are
+        gathered over the blocks, so the (n, S) components of all rows are
+        never held at once. The draws come from a CPU generator seeded with
+        ``seed`` (default: the prediction seed fixed at ``fit``) and are
+        shared by all rows.
         """
         dgp = self.module_["dgp"]
         n_draws = self._n_components() if n_draws is None else n_draws
@@ -413,7 +419,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         def components(x, rows):
             # The same generator state for every block: the same eps for every row.
             mean, var = dgp.predict_mixture(x, n_draws, self._generator(seed))
-            return mean.T, var.T
+            values = reduce(mean.T.cpu().numpy(), var.T.cpu().numpy(), rows)
+            return tuple(map(torch.as_tensor, values)) if isinstance(values, tuple) else torch.as_tensor(values)
 
         width = max(self.hidden_width_ or 0, self.n_features_in_)
         return self._predict_in_blocks(X, components, row_size=n_draws * (self.n_inducing_ + 2 * width))
@@ -440,11 +447,11 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         return self._uncertainty(self._validate_X_predict(X))
 
     def _uncertainty(self, X):
-        mean, var = self._mixture(X)
-        epistemic = np.sqrt(var.mean(axis=1) + mean.var(axis=1)) * self._y_scale
+        mean, epistemic_var = self._mixture(X, lambda m, v, rows: (m.mean(axis=1), v.mean(axis=1) + m.var(axis=1)))
+        epistemic = np.sqrt(epistemic_var) * self._y_scale
         aleatoric = np.full_like(epistemic, self.noise_std_)
         return Bunch(
-            mean=mean.mean(axis=1) * self._y_scale + self._y_mean,
+            mean=mean * self._y_scale + self._y_mean,
             std=np.sqrt(epistemic**2 + aleatoric**2),
             epistemic_std=epistemic,
             aleatoric_std=aleatoric,
@@ -490,9 +497,13 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         ValueError
             If ``coverage`` is not in (0, 1), or as :meth:`predict`.
         """
-        mean, var = self._mixture(self._validate_X_predict(X))
-        std = np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2)
-        bounds = [mixture_quantile(q, mean.T, std.T) for q in (0.5 - coverage / 2, 0.5 + coverage / 2)]
+        noise_var = (self.noise_std_ / self._y_scale) ** 2
+
+        def interval(mean, var, rows):
+            std = np.sqrt(var + noise_var)
+            return tuple(mixture_quantile(q, mean.T, std.T) for q in (0.5 - coverage / 2, 0.5 + coverage / 2))
+
+        bounds = self._mixture(self._validate_X_predict(X), interval)
         return tuple(b * self._y_scale + self._y_mean for b in bounds)
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
@@ -526,9 +537,13 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         X = self._validate_X_predict(X)
         seed, noise_seed = self._seeds(check_random_state(random_state), 2)
-        mean, var = self._mixture(X, n_draws=n_samples, seed=seed)
-        z = np.random.RandomState(noise_seed).standard_normal(mean.shape)
-        draws = mean + np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2) * z
+        noise_var = (self.noise_std_ / self._y_scale) ** 2
+        noise = np.random.RandomState(noise_seed)  # blocks in order: the stream of one (n, S) draw
+
+        def draw(mean, var, rows):
+            return mean + np.sqrt(var + noise_var) * noise.standard_normal(mean.shape)
+
+        draws = self._mixture(X, draw, n_draws=n_samples, seed=seed)
         return draws * self._y_scale + self._y_mean
 
     def log_predictive_density(self, X, y):
@@ -542,8 +557,10 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
-        mean, var = self._mixture(X)
-        std = np.sqrt(var + (self.noise_std_ / self._y_scale) ** 2)
+        noise_var = (self.noise_std_ / self._y_scale) ** 2
         y = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
-        log_p = logsumexp(norm.logpdf(y[:, None], mean, std), axis=1) - np.log(mean.shape[1])
-        return log_p - np.log(self._y_scale)
+
+        def log_mean_density(mean, var, rows):
+            return logsumexp(norm.logpdf(y[rows, None], mean, np.sqrt(var + noise_var)), axis=1) - np.log(mean.shape[1])
+
+        return self._mixture(X, log_mean_density) - np.log(self._y_scale)
