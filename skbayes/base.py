@@ -27,6 +27,10 @@ __all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "
 
 # Bytes of intermediate values one block of rows may hold when predicting.
 PREDICT_BLOCK_BYTES = 2**25
+# What a prediction may hold beyond its inputs and outputs, whatever the
+# number of rows: a few blocks' intermediates at once (a layer's input and
+# output, a kernel matrix and its solve); tests/test_predict_memory.py measures it.
+PREDICT_MEMORY_BOUND = 4 * PREDICT_BLOCK_BYTES
 
 
 def hidden_layer_sizes(value, empty_meaning):
