@@ -16,9 +16,13 @@ How to run
 ::
 
     python examples/benchmarks/sparse_gp_step_time.py --n-inducing 256 --batch-size 1024 --repeats 5
+
+``--threads T`` sets the torch threads (default 1); ``--out NAME`` writes
+``examples/benchmarks/results/NAME.json`` and ``.md``.
 """
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -31,7 +35,9 @@ from skbayes import SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import loadavg  # noqa: E402
+from _common import environment, loadavg, write_atomic  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def skbayes_step(X, y, n_inducing, batch):
@@ -81,14 +87,17 @@ def main(argv=None):
     parser.add_argument("--n-inducing", type=int, default=256, help="M (default: 256).")
     parser.add_argument("--batch-size", type=int, default=1024, help="B (default: 1024).")
     parser.add_argument("--repeats", type=int, default=5, help="Runs of 20 steps each (default: 5).")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1).")
+    parser.add_argument("--out", default=None, metavar="NAME", help="Write results/NAME.json and .md.")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
+    env = environment(gpytorch=True)
     rng = np.random.RandomState(0)
     X = rng.randn(4096, 8)
     y = np.sin(X).sum(1) + 0.1 * rng.randn(4096)
     steps = {"skbayes": skbayes_step(X, y, args.n_inducing, args.batch_size),
              "gpytorch": gpytorch_step(X, y, args.n_inducing, args.batch_size)}
-    print(f"M={args.n_inducing}, B={args.batch_size}, d=8, float64, 1 torch thread, "
+    print(f"M={args.n_inducing}, B={args.batch_size}, d=8, float64, {args.threads} torch thread(s), "
           f"load average {loadavg()}")
     times = {name: [] for name in steps}
     for step in steps.values():  # warm-up
@@ -104,6 +113,20 @@ def main(argv=None):
     print(f"median s/step: skbayes {statistics.median(times['skbayes']):.4f}, "
           f"gpytorch {statistics.median(times['gpytorch']):.4f}, ratio {ratio:.2f}; "
           f"load average at end {loadavg()}")
+    if args.out:
+        env["loadavg_end"] = loadavg()
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        report = {"settings": vars(args), "environment": env, "seconds_per_step": times, "median": medians,
+                  "ratio": ratio}
+        write_atomic(RESULTS / f"{args.out}.json", json.dumps(report, indent=1))
+        write_atomic(RESULTS / f"{args.out}.md", (
+            "| M | batch | threads | skbayes s/step | GPyTorch s/step | skbayes / GPyTorch |\n|---|---|---|---|---|---|\n"
+            f"| {args.n_inducing} | {args.batch_size} | {args.threads} | {medians['skbayes']:.4f} | "
+            f"{medians['gpytorch']:.4f} | {ratio:.2f} |\n\n"
+            f"One Adam step on the same minibatch, float64, medians of {args.repeats} round-robin runs of 20 steps "
+            f"(`sparse_gp_step_time.py`). Environment: torch {env['torch']}, gpytorch {env['gpytorch']}, git "
+            f"{env['git_commit'][:7]}, load average {env['loadavg_start']} at start, {env['loadavg_end']} at end.\n"))
+        print(f"Wrote {RESULTS / (args.out + '.md')}")
     return 0
 
 
