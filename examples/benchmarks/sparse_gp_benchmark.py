@@ -30,7 +30,9 @@ float64, on y standardised with the training mean and std, with GPyTorch's
 own initial hyperparameters (standard, untuned use), the SAME M, the SAME
 initial inducing points (``MiniBatchKMeans(n_clusters=M, n_init=1)`` with the
 seed that SparseGPRegressor derives from ``random_state=SPLIT``), the SAME
-batch size, a reshuffle every epoch, and the SAME stopping rule:
+batch size, a reshuffle every epoch (and torch's global generator, from
+which GPyTorch draws the initial mean of q(u), seeded with SPLIT), and the
+SAME stopping rule:
 
 ``gpytorch_svgp``      ``CholeskyVariationalDistribution``, Adam (lr 0.01) on
                        all parameters
@@ -54,6 +56,27 @@ Budget (``--budget``), the same for every sparse method:
     the cap is flagged with ``*``).
 ``fixed``  every sparse method runs exactly ``--max-iter`` epochs (skbayes
     with tol=0 and n_iter_no_change=max_iter, so it cannot stop earlier).
+``default``  the skbayes rows run with the estimator's own stopping
+    parameters, untouched (``max_iter="auto"``: at most 1000 epochs or 4000
+    optimiser steps, whichever comes first; tol=1e-5, n_iter_no_change=20),
+    as a user gets them; the GPyTorch rows keep the ``converged`` rule above.
+
+Test-LL trace (``--trace-every K``). For the ``skbayes`` and
+``gpytorch_svgp`` rows, the test LL is recorded every K epochs together
+with the training wall time elapsed since the fit's clock started, the clock
+paused while the test LL is evaluated (so the trace's times, and these rows'
+fit times, exclude the evaluations). skbayes: a training-loop callback
+(``skbayes._training.Callback``, passed in ``callbacks``) that sets the
+fitted attributes from the module as it stands and calls
+``log_predictive_density`` (q(u) as the optimiser has it; the fit then ends
+with the closed-form q(u), which the trace's last point, the finished fit,
+has); GPyTorch: its predictive distribution in eval mode, in the same
+formula. Each trace ends with the finished fit's point (its epochs, fit time
+and test LL). Per split, the JSON's ``time_to_reference`` and a markdown
+table give the first traced time at which skbayes' test LL reaches
+GPyTorch's FINAL test LL, and its ratio to GPyTorch's fit time ("not
+reached" when no point does). K sets the resolution: a reach is only seen
+at a traced epoch.
 
 Metrics, in the ORIGINAL units of y: test RMSE of the predictive mean, test
 LL = mean over test points of log N(y_i | mu_i, sigma_i^2), sigma_i including
@@ -84,15 +107,19 @@ How to run
         --threads 1 --tag converged
     python examples/benchmarks/sparse_gp_benchmark.py --datasets kin8nm --splits 1 \\
         --n-inducing 64 --budget fixed --max-iter 5 --threads 1 --tag smoke
+    python examples/benchmarks/sparse_gp_benchmark.py --datasets kin8nm power-plant --splits 1 \\
+        --n-inducing 256 --methods skbayes gpytorch_svgp --budget default --trace-every 5 --threads 1 \\
+        --tag trace_default_m256
     python examples/benchmarks/sparse_gp_benchmark.py --synthetic-1m --max-iter 5 \\
         --threads 2 --tag synthetic_1m
 
 Options: ``--datasets`` (default: kin8nm power-plant), ``--splits N``
 (default 3), ``--n-inducing M`` (default 256), ``--methods`` (default: all
 of the above in UCI mode, ``skbayes`` in synthetic mode), ``--budget``
-(converged or fixed), ``--max-iter`` (cap or exact number of epochs;
+(converged, fixed or default), ``--max-iter`` (cap or exact number of epochs;
 default 1000, the estimator's default), ``--tol`` (default 1e-5) and
 ``--n-iter-no-change`` (default 20), the estimator's defaults,
+``--trace-every K`` (default: off),
 ``--exact-max-rows`` (default 2000; 0 skips the exact GP), ``--no-gpytorch``
 (drop the GPyTorch rows), ``--synthetic-rows N``, ``--synthetic-1m``,
 ``--threads`` (``torch.set_num_threads`` and the BLAS thread pools via
@@ -128,6 +155,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.utils import check_random_state
 
 from skbayes import SparseGPRegressor
+from skbayes._training import Callback
 from skbayes.datasets import fetch_uci, get_data_home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -144,6 +172,8 @@ SKBAYES_VARIANTS = {
 }
 GPYTORCH_VARIANTS = {"gpytorch_svgp": "adam", "gpytorch_svgp_ngd": "ngd"}
 METHODS = (*SKBAYES_VARIANTS, *GPYTORCH_VARIANTS, "exact_gp")
+TRACED = ("skbayes", "gpytorch_svgp")  # the rows --trace-every traces; the second is the reference
+BUDGETS = ("converged", "fixed", "default")
 METRICS = ("rmse", "test_ll", "fit_time_s", "n_iter", "n_train_used")
 LOG_2PI = float(np.log(2 * np.pi))
 AUTO_BATCH = 1024  # SparseGPRegressor's batch_size="auto" is min(1024, N)
@@ -160,11 +190,17 @@ def parse_args(argv=None):
     parser.add_argument("--n-inducing", type=int, default=256, help="Inducing points M (default: 256).")
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=None,
                         help="Methods to run (default: all in UCI mode, skbayes in synthetic mode).")
-    parser.add_argument("--budget", choices=("converged", "fixed"), default="converged",
+    parser.add_argument("--budget", choices=BUDGETS, default="converged",
                         help="converged: each method stops by the shared rule, --max-iter as a cap; "
-                             "fixed: exactly --max-iter epochs each (default: converged).")
+                             "fixed: exactly --max-iter epochs each; default: the skbayes rows with the "
+                             "estimator's own stopping defaults (max_iter='auto'), GPyTorch by the converged "
+                             "rule (default: converged).")
     parser.add_argument("--max-iter", type=int, default=1000,
-                        help="Epoch cap (converged) or exact epochs (fixed) (default: 1000).")
+                        help="Epoch cap (converged; GPyTorch's under --budget default) or exact epochs "
+                             "(fixed) (default: 1000).")
+    parser.add_argument("--trace-every", type=int, default=None, metavar="K",
+                        help="Record the test LL of the skbayes and gpytorch_svgp rows every K epochs with "
+                             "the training time elapsed, the clock paused while evaluating (default: off).")
     parser.add_argument("--tol", type=float, default=1e-5,
                         help="Stopping rule: minimum decrease of the per-datum loss (default: 1e-5).")
     parser.add_argument("--n-iter-no-change", type=int, default=20,
@@ -188,7 +224,8 @@ def parse_args(argv=None):
         if args.synthetic_rows not in (None, 1_000_000):
             parser.error("--synthetic-1m and --synthetic-rows disagree")
         args.synthetic_rows = 1_000_000
-    for name in ("splits", "n_inducing", "max_iter", "threads", "synthetic_rows", "n_iter_no_change"):
+    for name in ("splits", "n_inducing", "max_iter", "threads", "synthetic_rows", "n_iter_no_change",
+                 "trace_every"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -219,32 +256,89 @@ def skbayes_init_seed(random_state):
 
 
 def stopping_params(budget):
-    """SparseGPRegressor parameters that implement the budget."""
+    """SparseGPRegressor parameters that implement the budget (none: the estimator's defaults)."""
+    if budget["mode"] == "default":
+        return {}
     if budget["mode"] == "fixed":  # cannot stop before max_iter
         return {"max_iter": budget["max_iter"], "tol": 0.0, "n_iter_no_change": budget["max_iter"]}
     return {"max_iter": budget["max_iter"], "tol": budget["tol"], "n_iter_no_change": budget["n_iter_no_change"]}
 
 
-def fit_skbayes(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget):
+class TestLLTrace(Callback):
+    """The test LL every ``every`` epochs, against the training time elapsed, the clock paused while evaluating.
+
+    A training-loop callback for the skbayes rows; GPyTorch's loop calls
+    :meth:`record` itself. ``evaluate() -> float`` returns the mean test LL of
+    the model as it stands. :meth:`start` starts the clock (before the
+    initialisation, where the fit's clock starts); :meth:`elapsed` is the
+    wall time since then minus the time spent in ``evaluate``.
+    """
+
+    def __init__(self, every, evaluate):
+        self.every, self.evaluate = every, evaluate
+
+    def start(self):
+        self.points, self.paused, self.started = [], 0.0, time.perf_counter()
+
+    def elapsed(self):
+        return time.perf_counter() - self.started - self.paused
+
+    def record(self, epoch):
+        elapsed = self.elapsed()
+        before = time.perf_counter()
+        test_ll = float(self.evaluate())
+        self.paused += time.perf_counter() - before
+        self.points.append({"epoch": epoch, "time_s": elapsed, "test_ll": test_ll})
+
+    def on_epoch_end(self, state):
+        if (state.epoch + 1) % self.every == 0:
+            self.record(state.epoch + 1)
+
+
+def finish_trace(trace, res):
+    """The trace's points plus the finished fit's (its epochs, fit time and test LL), for the JSON."""
+    final = {"epoch": res["n_iter"], "time_s": res["fit_time_s"], "test_ll": res["test_ll"], "final": True}
+    return {"every": trace.every, "eval_time_s": trace.paused, "points": [*trace.points, final]}
+
+
+def fit_skbayes(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget, trace_every=None):
     params = {**SKBAYES_VARIANTS[variant], **stopping_params(budget)}
     model = SparseGPRegressor(n_inducing=n_inducing, random_state=seed, **params)
+    trace = None
+    if trace_every is not None and variant in TRACED:
+
+        def evaluate():
+            # The fitted attributes that prediction reads (noise_std_, ...) from the module as it stands:
+            # log_predictive_density of the model being trained, q(u) as Adam has it (fit ends with the
+            # closed-form q(u), which the final point has).
+            model._set_fitted_hyperparameters()
+            return np.mean(model.log_predictive_density(X_test, y_test))
+
+        trace = TestLLTrace(trace_every, evaluate)
+        model.set_params(callbacks=[trace])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
+        if trace is not None:
+            trace.start()
         start = time.perf_counter()
         model.fit(X_train, y_train)
-        fit_time = time.perf_counter() - start
+        fit_time = time.perf_counter() - start if trace is None else trace.elapsed()
     mean, std = model.predict(X_test, return_std=True)
     res = metrics(y_test, mean, std)
     res["test_ll_log_predictive_density"] = float(np.mean(model.log_predictive_density(X_test, y_test)))
+    budget_warnings = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
     res.update({
         "fit_time_s": fit_time, "n_iter": int(model.n_iter_), "n_train_used": int(X_train.shape[0]),
         "s_per_epoch": fit_time / model.n_iter_,
-        "hit_max_iter": budget["mode"] == "converged"
-        and any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "hit_max_iter": budget["mode"] != "fixed" and bool(budget_warnings),
+        "hit_max_steps": any("optimiser steps" in m for m in budget_warnings),
         "final_loss": float(model.loss_curve_[-1]), "noise_std": float(model.noise_std_),
         "batch_size": min(AUTO_BATCH, X_train.shape[0]) if model.batch_size == "auto" else int(model.batch_size),
         "device": str(model.device_), "dtype": model.dtype_, "params": params,
+        "max_iter": model.max_iter,
     })
+    if trace is not None:
+        res["trace"] = finish_trace(trace, res)
     return res
 
 
@@ -265,7 +359,7 @@ class _StoppingRule:
         return self.no_improvement > self.patience
 
 
-def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget):
+def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget, trace_every=None):
     """GPyTorch SVGP with the same M, initial Z, batch size and stopping rule; None if not installed."""
     try:
         import gpytorch
@@ -291,6 +385,24 @@ def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, bu
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
     dtype = torch.float64
+    X_test_t = torch.as_tensor(X_test, dtype=dtype)
+
+    def predict():
+        """Predictive mean and std (noise included) at X_test, original units; leaves train mode on."""
+        model.eval()
+        likelihood.eval()
+        with torch.no_grad():
+            pred = likelihood(model(X_test_t))
+            mean = pred.mean.numpy() * y_std + y_mean
+            std = np.sqrt(pred.variance.numpy()) * y_std
+        model.train()
+        likelihood.train()
+        return mean, std
+
+    trace = None
+    if trace_every is not None and variant in TRACED:
+        trace = TestLLTrace(trace_every, lambda: gaussian_ll(y_test, *predict()))
+        trace.start()
     start = time.perf_counter()
     y_mean, y_std = float(y_train.mean()), float(y_train.std()) or 1.0
     n, m = X_train.shape[0], min(n_inducing, X_train.shape[0])
@@ -315,9 +427,11 @@ def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, bu
         optimizers = [torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=0.01)]
     mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)  # per-datum ELBO, like skbayes' loss
     generator = torch.Generator().manual_seed(int(seed))
+    # GPyTorch draws the initial mean of q(u) from torch's global generator, whose seed differs per process.
+    torch.manual_seed(int(seed))
     rule = _StoppingRule(budget)
     losses = []
-    for _ in range(budget["max_iter"]):
+    for epoch in range(budget["max_iter"]):
         perm = torch.randperm(n, generator=generator)
         total = 0.0
         for i in range(0, n, batch_size):
@@ -330,23 +444,23 @@ def fit_gpytorch(variant, X_train, y_train, X_test, y_test, n_inducing, seed, bu
                 optimizer.step()
             total += loss.item() * len(idx)
         losses.append(total / n)
-        if not math.isfinite(losses[-1]) or rule.stop(losses[-1]):
+        if not math.isfinite(losses[-1]):
             break
-    fit_time = time.perf_counter() - start
+        if trace is not None and (epoch + 1) % trace.every == 0:
+            trace.record(epoch + 1)
+        if rule.stop(losses[-1]):
+            break
+    fit_time = time.perf_counter() - start if trace is None else trace.elapsed()
     n_epochs = len(losses)
-    model.eval()
-    likelihood.eval()
-    with torch.no_grad():
-        pred = likelihood(model(torch.as_tensor(X_test, dtype=dtype)))
-        mean = pred.mean.numpy() * y_std + y_mean
-        std = np.sqrt(pred.variance.numpy()) * y_std
-    res = metrics(y_test, mean, std)
+    res = metrics(y_test, *predict())
     res.update({
         "fit_time_s": fit_time, "n_iter": n_epochs, "n_train_used": n, "s_per_epoch": fit_time / n_epochs,
-        "hit_max_iter": budget["mode"] == "converged" and n_epochs == budget["max_iter"],
+        "hit_max_iter": budget["mode"] != "fixed" and n_epochs == budget["max_iter"],
         "final_loss": losses[-1], "noise_std": float(np.sqrt(likelihood.noise.item()) * y_std),
         "batch_size": batch_size, "gpytorch": gpytorch.__version__,
     })
+    if trace is not None:
+        res["trace"] = finish_trace(trace, res)
     return res
 
 
@@ -399,6 +513,30 @@ def paired(rows, reference="gpytorch_svgp"):
     return out
 
 
+def time_to_reference(rows, method=TRACED[0], reference=TRACED[1]):
+    """Per split: the training time at which ``method``'s traced test LL first reaches ``reference``'s final one.
+
+    The trace's points are in the order of training time (the finished fit's
+    point last); ``time_s`` and ``epoch`` are None when no point reaches it.
+    ``time_ratio`` divides that time by the reference's fit time.
+    """
+    ref = {r["split"]: r for r in rows.get(reference, []) if "trace" in r}
+    out = []
+    for r in rows.get(method, []):
+        if "trace" not in r or r["split"] not in ref:
+            continue
+        target, ref_time = ref[r["split"]]["test_ll"], ref[r["split"]]["fit_time_s"]
+        hit = next((p for p in r["trace"]["points"] if p["test_ll"] >= target), None)
+        out.append({
+            "split": r["split"], "reference_test_ll": target, "reference_fit_time_s": ref_time,
+            "reference_n_iter": ref[r["split"]]["n_iter"], "final_test_ll": r["test_ll"],
+            "fit_time_s": r["fit_time_s"], "n_iter": r["n_iter"],
+            "time_s": None if hit is None else hit["time_s"], "epoch": None if hit is None else hit["epoch"],
+            "time_ratio": None if hit is None else hit["time_s"] / ref_time,
+        })
+    return out
+
+
 def fmt(agg, key, digits=3):
     mean, se = agg[key]["mean"], agg[key]["se"]
     return "—" if np.isnan(mean) else f"{mean:.{digits}f} ± {se:.{digits}f}"
@@ -418,6 +556,12 @@ def method_label(method, m):
 
 
 def budget_text(s):
+    if s["budget"] == "default":
+        return ("the skbayes rows ran with the estimator's stopping defaults (max_iter='auto': at most 1000 "
+                "epochs or 4000 optimiser steps, whichever first; tol=1e-5, n_iter_no_change=20; '*': a budget "
+                "ended the fit); GPyTorch ran until its epoch loss had not decreased by "
+                f"{s['tol']:g} for more than {s['n_iter_no_change']} epochs, capped at {s['max_iter']} epochs "
+                "('*': hit the cap)")
     if s["budget"] == "fixed":
         return f"every sparse method ran exactly {s['max_iter']} epochs"
     return (f"every sparse method ran until its epoch loss had not decreased by {s['tol']:g} for more than "
@@ -453,17 +597,35 @@ def markdown_uci(report):
         lines += ["", "Paired per split against GPyTorch SVGP (adam):", "",
                   "| dataset | skbayes row | test LL minus GPyTorch's | fit time / GPyTorch's |", "|---|---|---|---|",
                   *paired_lines]
+    reach_lines = []
+    for name, per_split in report.get("time_to_reference", {}).items():
+        for t in per_split:
+            reached = ("not reached", "—") if t["time_s"] is None else (
+                f"{t['time_s']:.1f} (epoch {t['epoch']})", f"{t['time_ratio']:.2f}")
+            reach_lines.append(
+                f"| {name} | {t['split']} | {t['reference_test_ll']:.3f} | {t['reference_fit_time_s']:.1f} "
+                f"({t['reference_n_iter']} epochs) | {reached[0]} | {reached[1]} | {t['final_test_ll']:.3f} "
+                f"| {t['fit_time_s']:.1f} ({t['n_iter']} epochs) |")
+    if reach_lines:
+        lines += ["", f"Time to GPyTorch's final test LL (test LL traced every {s['trace_every']} epochs, training "
+                  "time with the clock paused while evaluating):", "",
+                  "| dataset | split | GPyTorch SVGP final test LL | GPyTorch fit time (s) | skbayes time to "
+                  "reach it (s) | / GPyTorch's fit time | skbayes final test LL | skbayes fit time (s) |",
+                  "|---|---|---|---|---|---|---|---|", *reach_lines]
     notes = [
         "",
         ("Mean ± standard error (np.std / sqrt(n_splits)) over the first "
         f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X "
         f"standardised on the training rows. Budget: {budget_text(s)}. Methods ran interleaved (order rotated "
-        "per split). skbayes: SparseGPRegressor defaults except the objective / variational optimiser named "
-        "and the stopping parameters. GPyTorch SVGP: same M, initial inducing points, batch size and stopping "
-        "rule, Adam 0.01 (NGD 0.1 for q in the ngd row), float64, GPyTorch's initial hyperparameters. Exact GP: "
+        "per split). skbayes: SparseGPRegressor defaults except the objective / variational optimiser named"
+        + ("" if s["budget"] == "default" else " and the stopping parameters")
+        + ". GPyTorch SVGP: same M, initial inducing points, batch size and stopping rule, Adam 0.01 (NGD 0.1 "
+        "for q in the ngd row), float64, GPyTorch's initial hyperparameters. Exact GP: "
         "Constant*RBF(ARD)+White, normalize_y, on a random subset of at most "
         f"{s['exact_max_rows']} training rows. Fit times are wall clock, one process, one fit at a time, "
-        "including the k-means initialisation for the sparse models."),
+        "including the k-means initialisation for the sparse models"
+        + ("; with the test-LL trace, the traced rows' fit times exclude the time spent evaluating it."
+           if s.get("trace_every") else ".")),
         (f"Environment: torch {env['torch']}, scikit-learn {env['sklearn']}, gpytorch {env['gpytorch']}, "
          f"skbayes {env['skbayes']}, {env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, "
          f"load average {env['loadavg_start']} at start, {env.get('loadavg_end')} at end; "
@@ -543,9 +705,11 @@ def run_uci(args, report, budget, save):
             shift = split % len(args.methods)
             for method in args.methods[shift:] + args.methods[:shift]:  # interleaved, order rotated per split
                 if method in SKBAYES_VARIANTS:
-                    res = fit_skbayes(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget)
+                    res = fit_skbayes(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget,
+                                      args.trace_every)
                 elif method in GPYTORCH_VARIANTS:
-                    res = fit_gpytorch(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget)
+                    res = fit_gpytorch(method, X_train, y_train, X_test, y_test, args.n_inducing, split, budget,
+                                       args.trace_every)
                     if res is None:
                         if "gpytorch (not installed)" not in report["skipped"]:
                             print("Note: GPyTorch is not installed; skipping its rows (pip install gpytorch).",
@@ -557,6 +721,8 @@ def run_uci(args, report, budget, save):
                 rows.setdefault(method, []).append({"split": split, "loadavg": loadavg(), **res})
                 report["aggregates"].setdefault(name, {})[method] = aggregate(rows[method])
                 report["paired"][name] = paired(rows)
+                if args.trace_every is not None:
+                    report["time_to_reference"][name] = time_to_reference(rows)
                 epochs = "   —" if res["n_iter"] is None else f"{res['n_iter']:4d}"
                 print(f"  {name:<12} {method:<17} split {split:>2}: rows {res['n_train_used']:5d}  "
                       f"RMSE {res['rmse']:8.4f}  LL {res['test_ll']:8.4f}  {epochs} epochs"
@@ -578,12 +744,13 @@ def main(argv=None):
             "datasets_requested": args.datasets, "splits": args.splits, "n_inducing": args.n_inducing,
             "budget": args.budget, "max_iter": args.max_iter, "tol": args.tol,
             "n_iter_no_change": args.n_iter_no_change, "exact_max_rows": args.exact_max_rows,
+            "trace_every": args.trace_every,
             "synthetic_rows": args.synthetic_rows, "data_home": str(get_data_home(args.data_home)),
             "estimator_defaults": SparseGPRegressor().get_params(),
             "standard_error": "np.std(values, ddof=0) / sqrt(n_splits)",
         },
         "environment": environment(gpytorch=True),
-        "splits": {}, "aggregates": {}, "paired": {}, "skipped": [], "complete": False,
+        "splits": {}, "aggregates": {}, "paired": {}, "time_to_reference": {}, "skipped": [], "complete": False,
     }
     print(f"torch threads: {torch.get_num_threads()}; load average: {report['environment']['loadavg_start']}; "
           f"methods: {' '.join(args.methods)}; '*' after the epochs = stopped at the cap", flush=True)
