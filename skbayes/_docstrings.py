@@ -27,6 +27,18 @@ validation_fraction : float, default=0.1
     "n_iter_no_change": """\
 n_iter_no_change : int, default=%(n_iter_no_change_default)s
     Epochs without an improvement of at least ``tol`` before stopping.""",
+    "max_iter_auto": """\
+max_iter : int or "auto", default="auto"
+    Maximum number of epochs (passes over the data). ``"auto"``: 1,000
+    epochs or 4,000 optimiser steps (minibatches), whichever ends first,
+    so that the budget stops growing with the number of rows. With
+    n_batches = ceil(n_samples / batch_size) steps per epoch, that is all
+    1,000 epochs while n_batches <= 4 (up to 4,096 rows with the default
+    batch size), then 4,000 / n_batches epochs, the last one cut short:
+    500 on 7,373 rows, about 20 on 200,000, about 4 on 1,000,000. Each
+    step costs the same whatever the number of rows. When the step budget
+    ends training before the stopping rule, a ``ConvergenceWarning`` says
+    so. An int runs up to that many whole epochs, without a step budget.""",
     "verbose": """\
 verbose : bool, default=False
     Show a progress bar over epochs with the loss.""",

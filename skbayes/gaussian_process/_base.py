@@ -29,6 +29,15 @@ _AUTO_BATCH = 1024
 # busy CPU core; see examples/benchmarks/results/sparse_gp_defaults_scaling_*.md).
 AUTO_MAX_EPOCHS = 1000
 AUTO_MAX_STEPS = 4000
+
+
+def loop_budget(max_iter):
+    """The training loop's ``max_iter`` and ``max_steps`` for the ``max_iter`` parameter.
+
+    ``"auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS`
+    optimiser steps, whichever ends first; an int is that many epochs.
+    """
+    return {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if max_iter == "auto" else {}
 KERNELS = {
     "rbf": (RBFKernel, {}),
     "matern12": (MaternKernel, {"nu": 0.5}),
@@ -177,13 +186,12 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         ``max_iter="auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS`
         optimiser steps, whichever ends first.
         """
-        budget = {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if self.max_iter == "auto" else {}
         return self._fit_loop(
             lambda idx: self._minibatch_loss(X_t[idx], y_t[idx], n_data),
             self._optimizer_for(n_data),
             X_t.shape[0],
             shuffle_seed=shuffle_seed,
-            **{**budget, **overrides},
+            **{**loop_budget(self.max_iter), **overrides},
         )
 
     def __getstate__(self):

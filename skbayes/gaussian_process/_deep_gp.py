@@ -25,6 +25,7 @@ from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from ..nn.kernels import from_sklearn_kernel
+from ._base import loop_budget
 from ._sparse_gp import _AUTO_BATCH, _KERNELS, SparseGPRegressor
 
 # Widest hidden layer of hidden_width="auto" (Salimbeni and Deisenroth 2017, section 5: min(30, D)).
@@ -109,8 +110,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     learning_rate_init : float, default=0.01
         Adam step size (0.01 in [Salimbeni2017]_).
-    max_iter : int, default=1000
-        Maximum number of epochs (passes over the data).
+    %(max_iter_auto)s
     tol : float, default=1e-5
         Minimum improvement of the per-datum epoch loss that resets the
         ``n_iter_no_change`` counter (the loss is a Monte-Carlo estimate for
@@ -214,6 +214,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         "n_mc_train": [Interval(Integral, 1, None, closed="left")],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
         **TRAINING_CONSTRAINTS,
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -232,7 +233,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         n_mc_predict=100,
         batch_size="auto",
         learning_rate_init=0.01,
-        max_iter=1000,
+        max_iter="auto",
         tol=1e-5,
         n_iter_no_change=20,
         callbacks=None,
@@ -384,6 +385,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             torch.optim.Adam(trainable, lr=self.learning_rate_init),
             n_samples,
             shuffle_seed=self._shuffle_seed,
+            **loop_budget(self.max_iter),
         )
         if self.n_layers == 1:  # the exact maximiser over q(u), as SparseGPRegressor
             with torch.no_grad():

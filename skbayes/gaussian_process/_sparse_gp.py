@@ -206,22 +206,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     learning_rate_init : float, default=0.01
         Adam step size.
-    max_iter : int or "auto", default="auto"
-        Maximum number of epochs (passes over the data). ``"auto"``: 1,000
-        epochs or 4,000 optimiser steps (minibatches), whichever ends first,
-        so that the budget stops growing with the number of rows. With
-        n_batches = ceil(n_samples / batch_size) steps per epoch, that is
-        all 1,000 epochs while n_batches <= 4 (up to 4,096 rows with the
-        default batch size), then 4,000 / n_batches epochs, the last one
-        cut short: 500 on 7,373 rows, about 20 on 200,000, about 4 on
-        1,000,000. Each step costs O(batch_size M^2 + M^3) whatever the
-        number of rows, so beyond a few thousand rows a default fit costs
-        at most 4,000 such steps plus the O(n_samples M^2) passes of the
-        initial and final q(u) and the k-means of the inducing points (on
-        200,000 x 8 rows with M = 256, 162 s on one busy CPU
-        core). When the step budget ends training before the stopping rule,
-        a ``ConvergenceWarning`` says so. An int runs up to that many whole
-        epochs, without a step budget.
+    %(max_iter_auto)s
     tol : float, default=1e-5
         Minimum improvement of the per-datum loss that resets the
         ``n_iter_no_change`` counter. Smaller than scikit-learn's 1e-4: up to

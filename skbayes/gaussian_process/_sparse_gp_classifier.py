@@ -131,8 +131,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     learning_rate_init : float, default=0.01
         Adam step size.
-    max_iter : int, default=1000
-        Maximum number of epochs.
+    %(max_iter_auto)s
     tol : float, default=1e-5
         Minimum improvement of the per-datum loss that resets the
         ``n_iter_no_change`` counter.
@@ -300,6 +299,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         "inference": [None, InferenceMethod],
         "inducing_prior": [StrOptions(set(INDUCING_PRIORS))],
         **TRAINING_CONSTRAINTS,
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
 
     _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "likelihood",
@@ -322,7 +322,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         ngd_step_size=0.1,
         batch_size="auto",
         learning_rate_init=0.01,
-        max_iter=1000,
+        max_iter="auto",
         tol=1e-5,
         n_iter_no_change=20,
         warm_start=False,
