@@ -306,14 +306,14 @@ def test_explicit_epochs_keep_the_epoch_schedule_and_the_batch_size(monkeypatch)
 
 
 def test_the_default_budget_and_schedule():
-    # The unpatched default: 1,500 steps, 900 of burn-in, one kept sample every 30 steps;
+    # The unpatched default: 1,200 steps, 720 of burn-in, one kept sample every 24 steps;
     # a small data set whose 500 epochs fit in the budget keeps the epoch schedule.
     method = SGHMCMethod()
     schedule = method._schedule(steps_per_epoch=40)
-    assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (900, 30, True)
-    assert schedule.loop["max_steps"] == 1500 and schedule.loop["max_iter"] == 38
-    assert schedule.burn_in_steps == 900
-    small = method._schedule(steps_per_epoch=3)
+    assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (720, 24, True)
+    assert schedule.loop["max_steps"] == 1200 and schedule.loop["max_iter"] == 30
+    assert schedule.burn_in_steps == 720
+    small = method._schedule(steps_per_epoch=2)
     assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 10, False, 500)
-    assert small.burn_in_steps == 900
+    assert small.burn_in_steps == 600
     assert method.auto_batch_size() == 256

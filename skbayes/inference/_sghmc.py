@@ -24,7 +24,7 @@ _GP_ADAPT_FRACTION = 0.5
 # epochs taken when only one of the two is given), cut to at most AUTO_MAX_STEPS optimiser steps in all.
 AUTO_BURN_IN_EPOCHS = 300
 AUTO_THINNING_EPOCHS = 10
-AUTO_MAX_STEPS = 1500
+AUTO_MAX_STEPS = 1200
 # batch_size="auto" of the Bayesian MLPs under that budget.
 AUTO_BATCH_SIZE = 256
 
@@ -196,15 +196,15 @@ class SGHMC(StackedMLPMethod):
     steps that does not grow with the number of rows n: the epoch schedule
     of 300 burn-in epochs and ``thinning=10``, i.e.
     S = (300 + 10 * n_kept_samples) * ceil(n / batch_size) steps, as long as
-    S is at most 1,500 steps (n up to 768 rows at the Bayesian MLPs'
+    S is at most 1,200 steps (n up to 512 rows at the Bayesian MLPs'
     ``batch_size="auto"``, 256 rows with this schedule); beyond, the schedule is counted in
-    steps: 1,500 steps in all, of which the first
-    300 / (300 + 10 * n_kept_samples) (900 at the default 20 kept samples)
+    steps: 1,200 steps in all, of which the first
+    300 / (300 + 10 * n_kept_samples) (720 at the default 20 kept samples)
     are the burn-in, then one snapshot every
-    floor((1,500 - burn-in) / n_kept_samples) steps (30). The fit then
+    floor((1,200 - burn-in) / n_kept_samples) steps (24). The fit then
     costs the same whatever n (each step sees ``batch_size`` rows), so the
-    chains see fewer passes over larger data: 1,500 steps of 256 rows are
-    about 50 epochs of 7,500 rows and 0.4 of an epoch of 10^6 rows. Giving
+    chains see fewer passes over larger data: 1,200 steps of 256 rows are
+    about 40 epochs of 7,500 rows and 0.3 of an epoch of 10^6 rows. Giving
     either of ``burn_in`` and ``thinning`` gives the epoch schedule (the
     other at 300, resp. 10 epochs). In every case the schedule holds
     whatever the estimator's ``max_iter``, stopping rule or
@@ -251,12 +251,12 @@ class SGHMC(StackedMLPMethod):
         Epochs before samples are kept (the sampler also adapts its mass
         during them). ``"auto"`` (with ``thinning="auto"``): the step budget
         above, 300 epochs' worth of steps but at most
-        1,500 * 300 / (300 + 10 * n_kept_samples) steps (900); with
+        1,200 * 300 / (300 + 10 * n_kept_samples) steps (720); with
         ``thinning`` given, 300 epochs.
     thinning : int or "auto", default="auto"
         Epochs between two kept samples. ``"auto"`` (with ``burn_in="auto"``):
-        10 epochs' worth of steps, fewer when the 1,500-step budget is
-        reached (30 steps at the defaults); with ``burn_in`` given, 10 epochs.
+        10 epochs' worth of steps, fewer when the 1,200-step budget is
+        reached (24 steps at the defaults); with ``burn_in`` given, 10 epochs.
     n_kept_samples : int, default=20
         Samples kept per chain.
     friction : float in (0, 1], default=0.05

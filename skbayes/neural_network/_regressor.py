@@ -48,7 +48,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     process and the other methods (the user guide's "Defaults" page,
     ``doc/defaults.md``), are stochastic-gradient HMC (``SGHMC()``: two
     chains, 20 kept weight settings per chain, a fixed schedule that
-    ``max_iter`` does not change: 1,500 optimiser steps of 256 rows, 900 of
+    ``max_iter`` does not change: 1,200 optimiser steps of 256 rows, 720 of
     them burn-in, whatever the number of rows, or 500 epochs where they take
     fewer steps), Student-t
     observation noise (``noise="auto"``) and two hidden layers of 50 units;
