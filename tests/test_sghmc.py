@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+import skbayes.inference._sghmc as sghmc_module
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes._training import Callback
 from skbayes.inference import SGHMC as SGHMCMethod
 from skbayes.nn import SGHMC, split_rhat
 
@@ -249,3 +251,69 @@ def test_classifier_averages_the_kept_samples():
     np.testing.assert_allclose(proba, torch.softmax(logits, -1).mean(0).numpy(), rtol=1e-8)
     assert clf.score(X, y) > 0.85
     assert np.isfinite(clf.inference_diagnostics_["rhat"])
+
+
+# ----------------------------------------------------------- the default schedule
+
+
+class _RecordWeights(Callback):
+    """The step count and the chains' first-layer weights after every optimiser step."""
+
+    def __init__(self, model):
+        self.model, self.weights = model, {}
+
+    def on_batch_end(self, state):
+        self.weights[state.step] = self.model.module_["network"].layers[0].weight.detach().clone()
+
+
+@pytest.mark.parametrize("n_rows", [300, 3000])
+def test_default_schedule_is_a_step_budget_whatever_the_rows(n_rows, monkeypatch):
+    # With the budget patched down to 60 steps and 20 kept samples per chain, the burn-in is
+    # round(60 * 300 / 500) = 36 steps and one sample is kept every (60 - 36) // 20 = 1 step:
+    # 56 steps, the kept samples being the chains after steps 37, ..., 56, for 300 rows
+    # (2 batches of the default 256 rows per epoch) as for 3,000 (12 per epoch).
+    monkeypatch.setattr(sghmc_module, "AUTO_MAX_STEPS", 60)
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((n_rows, 2))
+    y = X[:, 0] + 0.1 * rng.standard_normal(n_rows)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(4,), random_state=0)
+    recorder = _RecordWeights(model)
+    model.set_params(callbacks=[recorder]).fit(X, y)
+    assert model.inference_.burn_in == model.inference_.thinning == "auto"
+    assert max(recorder.weights) == 56
+    steps_per_epoch = -(-n_rows // 256)
+    assert model.n_iter_ == -(-56 // steps_per_epoch)
+    kept = model.module_["network"].layers[0].weight.detach()  # chain-major: (2 chains * 20, 4, 2)
+    assert kept.shape[0] == 2 * 20
+    expected = torch.stack([recorder.weights[s] for s in range(37, 57)], dim=1).reshape(kept.shape)
+    torch.testing.assert_close(kept, expected, rtol=0, atol=0)
+
+
+def test_explicit_epochs_keep_the_epoch_schedule_and_the_batch_size(monkeypatch):
+    # Giving burn_in (thinning then 10 epochs) or both: burn_in + thinning * n_kept_samples epochs
+    # of the estimator's batch size (32 rows up to 2,000), whatever the step budget.
+    monkeypatch.setattr(sghmc_module, "AUTO_MAX_STEPS", 5)
+    X, y, _ = make_blr_data(n_samples=70)
+    for method, epochs in [(SGHMCMethod(burn_in=2, thinning=3, n_kept_samples=2), 8),
+                           (SGHMCMethod(burn_in=1, n_kept_samples=1), 11),
+                           (SGHMCMethod(thinning=1, n_kept_samples=1), 301)]:
+        model = BayesianMLPRegressor(inference=method, hidden_layer_sizes=(), random_state=0)
+        recorder = _RecordWeights(model)
+        model.set_params(callbacks=[recorder]).fit(X, y)
+        assert model.n_iter_ == epochs
+        assert max(recorder.weights) == epochs * 3  # ceil(70 / 32) = 3 steps per epoch
+        assert model.inference_.auto_batch_size() is None
+
+
+def test_the_default_budget_and_schedule():
+    # The unpatched default: 1,200 steps, 720 of burn-in, one kept sample every 24 steps;
+    # a small data set whose 500 epochs fit in the budget keeps the epoch schedule.
+    method = SGHMCMethod()
+    schedule = method._schedule(steps_per_epoch=40)
+    assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (720, 24, True)
+    assert schedule.loop["max_steps"] == 1200 and schedule.loop["max_iter"] == 30
+    assert schedule.burn_in_steps == 720
+    small = method._schedule(steps_per_epoch=2)
+    assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 10, False, 500)
+    assert small.burn_in_steps == 600
+    assert method.auto_batch_size() == 256

@@ -14,6 +14,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+import skbayes.decomposition._vae as vae_module
 from skbayes import VAE
 from skbayes._training import Callback
 
@@ -363,3 +364,30 @@ def test_callbacks_see_every_epoch():
     assert recorder.losses == model.loss_curve_
     model.partial_fit(X)
     assert recorder.losses == model.loss_curve_[-1:]
+
+
+class _CountSteps(Callback):
+    def on_train_begin(self, state):
+        self.steps = 0
+
+    def on_batch_end(self, state):
+        self.steps += 1
+
+
+@pytest.mark.parametrize("n_rows", [100, 400])
+def test_default_max_iter_is_a_step_budget_whatever_the_rows(n_rows, monkeypatch):
+    # max_iter="auto" with the budget patched to 3 epochs or 7 steps: 100 rows at 64 per step
+    # (2 steps per epoch) stop after 3 epochs (6 steps), 400 rows (7 per epoch) after 7 steps,
+    # one epoch; an explicit max_iter=2 runs 2 whole epochs whatever the budget.
+    monkeypatch.setattr(vae_module, "AUTO_MAX_EPOCHS", 3)
+    monkeypatch.setattr(vae_module, "AUTO_MAX_STEPS", 7)
+    X = _manifold_data(n_rows)
+    counter = _CountSteps()
+    model = _vae(2, n_iter_no_change=100, random_state=0, callbacks=[counter], **FAST)
+    assert model.max_iter == "auto"
+    model.fit(X)
+    steps_per_epoch = -(-n_rows // 64)
+    assert counter.steps == min(3 * steps_per_epoch, 7)
+    assert model.n_iter_ == min(3, -(-7 // steps_per_epoch))
+    model.set_params(max_iter=2).fit(X)
+    assert (counter.steps, model.n_iter_) == (2 * steps_per_epoch, 2)

@@ -64,11 +64,21 @@ evaluated as Python expressions with ``skbayes.inference`` in scope),
 with at most 10000 rows), ``--threads``, ``--data-home``, ``--tag``,
 ``--output-dir``.
 
+Time to quality: ``--models skbayes ngboost mlp --mlp-max-iter 400 --threads 1 --no-subset`` fits the
+three side by side on every split (one fit at a time, so the fit times compare); when skbayes and
+NGBoost both ran, the markdown adds the paired test-LL difference and the ratio of their fit times
+per dataset. Run it alone on the machine (the load average of every fit is recorded)::
+
+    OMP_NUM_THREADS=1 python examples/benchmarks/uci_defaults.py --models skbayes ngboost mlp \
+        --mlp-max-iter 400 --threads 1 --no-subset --datasets boston concrete energy wine --splits 5 \
+        --tag time_to_quality_small
+
 What it prints
 --------------
 One line per fit and the paths of ``uci_defaults_<tag>.json`` (per-split
 numbers, aggregates, settings, environment with the load average at start
-and end, command line) and ``uci_defaults_<tag>.md`` (the table of this run).
+and end, command line) and ``uci_defaults_<tag>.md`` (the table of this run,
+and the time-to-quality table when skbayes and NGBoost both ran).
 """
 
 import argparse
@@ -282,10 +292,46 @@ def markdown_table(report):
             lines.append(f"| {name} | {model} | {agg['n_splits']} | {mean_se(agg, 'test_ll')} | "
                          f"{mean_se(agg, 'rmse')} | {mean_se(agg, 'coverage_90')} | {mean_se(agg, 'coverage_95')} | "
                          f"{mean_se(agg, 'fit_time_s', 1)} |")
+    lines += paired_lines(report)
     params = report["settings"].get("skbayes_params") or {}
     lines += ["", "skbayes: `" + report["settings"]["skbayes_estimator"] + "`"
               + (f" (parameters given: {params})" if params else " (the defaults)") + "."]
     return "\n".join(lines + environment_lines(report)) + "\n"
+
+
+def paired_lines(report):
+    """Time to quality: skbayes against NGBoost on the splits both ran (no lines unless both ran).
+
+    Per dataset: the paired test-LL difference skbayes - NGBoost (mean ± standard error), whether
+    it is at least 0 within one standard error, the ratio of the mean fit times skbayes / NGBoost
+    (and MLPRegressor / NGBoost when the MLP ran) and whether skbayes was no slower.
+    """
+    lines = []
+    for name, per_model in report["splits"].items():
+        if "skbayes" not in per_model or "ngboost" not in per_model:
+            continue
+        ours = {r["split"]: r for r in per_model["skbayes"]}
+        ngb = {r["split"]: r for r in per_model["ngboost"]}
+        mlp = {r["split"]: r for r in per_model.get("mlp", [])}
+        common = sorted(set(ours) & set(ngb))
+        if not common:
+            continue
+        diff = np.array([ours[k]["test_ll"] - ngb[k]["test_ll"] for k in common])
+        mean, se = diff.mean(), diff.std() / np.sqrt(len(diff))
+        t_ours = np.mean([ours[k]["fit_time_s"] for k in common])
+        t_ngb = np.mean([ngb[k]["fit_time_s"] for k in common])
+        t_mlp = [mlp[k]["fit_time_s"] for k in common if k in mlp]
+        mlp_ratio = f"{np.mean(t_mlp) / t_ngb:.2f}" if t_mlp else "—"
+        lines.append(f"| {name} | {len(common)} | {mean:+.3f} ± {se:.3f} | {'yes' if mean + se >= 0 else '**no**'} "
+                     f"| {t_ours:.2f} / {t_ngb:.2f} | {t_ours / t_ngb:.2f} | {'yes' if t_ours <= t_ngb else '**no**'} "
+                     f"| {mlp_ratio} |")
+    if not lines:
+        return []
+    return ["", "Time to quality, paired over the splits both ran (test LL in nats per point; fit times in s, "
+            "means over the splits):", "",
+            "| dataset | splits | skbayes - NGBoost test LL | at least NGBoost (within 1 SE) "
+            "| fit time skbayes / NGBoost | ratio | skbayes no slower | MLP / NGBoost time |",
+            "|---|---|---|---|---|---|---|---|", *lines]
 
 
 if __name__ == "__main__":

@@ -27,6 +27,12 @@ from ..nn import ACTIVATIONS, VAEModule, negative_elbo
 from ..nn.networks.module import build_module, factory_accepts
 from ..nn.networks.vae import ConvDecoder, ConvEncoder
 
+# max_iter="auto": at most this many epochs and this many optimiser steps, whichever ends first
+# (a budget that does not grow with the number of rows; 50,000 steps of 128 rows are 64 epochs of
+# 100,000 rows and 107 of MNIST's 60,000).
+AUTO_MAX_EPOCHS = 200
+AUTO_MAX_STEPS = 50_000
+
 # Quasi-Monte-Carlo latent points of the expected log-likelihood in score_samples
 # (a power of two keeps the Sobol points balanced), and of the validation ELBO.
 _N_QMC_SCORE = 128
@@ -177,8 +183,13 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         section 5).
     learning_rate_init : float, default=1e-3
         Adam step size (Cinelli 2019, section 5).
-    max_iter : int, default=200
-        Maximum number of epochs.
+    max_iter : int or "auto", default="auto"
+        Maximum number of epochs. ``"auto"``: 200 epochs or 50,000 optimiser
+        steps, whichever ends first, so that the time of a fit stops growing
+        with the number of rows n beyond 50,000 * batch_size / 200 rows
+        (32,000 at the default 128 rows per step); above, the budget is
+        50,000 * batch_size / n epochs (6.4 on 10^6 rows). An int: that many
+        epochs, however many steps they take.
     n_mc_train : int, default=1
         Monte-Carlo draws of the latent z per row and step (reparameterised).
     early_stopping : bool, default=False
@@ -310,6 +321,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         "n_mc_train": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
         **TRAINING_CONSTRAINTS,
+        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         **EARLY_STOPPING_CONSTRAINTS,
     }
 
@@ -330,7 +342,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         conditional=False,
         batch_size="auto",
         learning_rate_init=1e-3,
-        max_iter=200,
+        max_iter="auto",
         n_mc_train=1,
         early_stopping=False,
         validation_fraction=0.1,
@@ -558,6 +570,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             self._shuffle_seed + self.n_iter_,
             epochs_done=self._epochs_trained,
             max_iter=1,
+            max_steps=None,
             n_iter_no_change=None,  # one epoch, a fixed schedule
         )
         self._epochs_trained += result.n_iter
@@ -696,6 +709,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         ``split_seed`` holds out a validation split (``early_stopping``);
         ``epochs_done`` is where the KL warm-up starts; ``overrides`` replace
         loop settings (``partial_fit``: one epoch, no stopping rule).
+        ``max_iter="auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or
+        :data:`AUTO_MAX_STEPS` optimiser steps, whichever ends first.
         """
         n_samples = X.shape[0]
         X_train, C_train, validation_score_fn = X, C, None
@@ -709,6 +724,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
                 with evaluation_mode(self.module_):  # e.g. batch normalisation with its running statistics
                     return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
 
+        budget = {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if self.max_iter == "auto" else {}
         warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=epochs_done)
         warmup_left = max(0, self.kl_warmup_epochs - epochs_done)
         self.module_.train()
@@ -723,7 +739,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
                 min_iter=warmup_left,
                 validation_score_fn=validation_score_fn,
                 module=self.module_,
-                **overrides,
+                **{**budget, **overrides},
             )
         finally:
             self.module_.eval()

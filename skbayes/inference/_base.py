@@ -167,6 +167,14 @@ class InferenceMethod(BaseEstimator):
     #: default ``noise="auto"`` is ``"student_t"`` when listed here, else ``"homoscedastic"``.
     noise_models = frozenset({"homoscedastic", "heteroscedastic", "student_t"})
 
+    def auto_batch_size(self):
+        """Rows per optimiser step when the estimator's ``batch_size`` is ``"auto"``, or None.
+
+        None (here) leaves the estimator's rule: 32 up to 2,000 training rows,
+        128 above. The estimator uses at most the number of training rows.
+        """
+        return None
+
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         """The untrained network, a :class:`torch.nn.Module`.
 

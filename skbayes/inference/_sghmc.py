@@ -5,7 +5,7 @@ from numbers import Integral, Real
 
 import torch
 
-from .._param_validation import Interval
+from .._param_validation import Interval, StrOptions
 from .._training import Callback
 from ..nn import SGHMC as SGHMCOptimizer
 from ..nn import KeptStates, split_rhat
@@ -20,6 +20,13 @@ _N_RHAT_ROWS = 8
 _N_RHAT_MEAN_ROWS = 512
 # Fraction of the sparse GP's burn-in during which the mass is adapted; the rest equilibrates with it fixed.
 _GP_ADAPT_FRACTION = 0.5
+# burn_in and thinning="auto": the shape of 300 burn-in epochs, then one kept sample every 10 epochs (the
+# epochs taken when only one of the two is given), cut to at most AUTO_MAX_STEPS optimiser steps in all.
+AUTO_BURN_IN_EPOCHS = 300
+AUTO_THINNING_EPOCHS = 10
+AUTO_MAX_STEPS = 1200
+# batch_size="auto" of the Bayesian MLPs under that budget.
+AUTO_BATCH_SIZE = 256
 
 
 def _member_tensors(likelihood):
@@ -31,8 +38,32 @@ def _member_tensors(likelihood):
     return likelihood.member_tensors() if hasattr(likelihood, "member_tensors") else {}
 
 
-class KeepSamples(Callback):
-    """Keep a snapshot of every chain at the end of every ``thinning``-th epoch after ``burn_in``.
+class _KeepOnSchedule(Callback):
+    """Call ``keep()`` at the end of every ``thinning``-th epoch (or optimiser step) after ``burn_in``.
+
+    ``per_step=False`` counts ``burn_in`` and ``thinning`` in epochs,
+    ``per_step=True`` in optimiser steps (minibatches).
+    """
+
+    def __init__(self, burn_in, thinning, per_step=False):
+        self.burn_in = burn_in
+        self.thinning = thinning
+        self.per_step = per_step
+
+    def _due(self, count):
+        return count > self.burn_in and (count - self.burn_in) % self.thinning == 0
+
+    def on_batch_end(self, state):
+        if self.per_step and self._due(state.step):
+            self.keep()
+
+    def on_epoch_end(self, state):
+        if not self.per_step and self._due(state.epoch + 1):
+            self.keep()
+
+
+class KeepSamples(_KeepOnSchedule):
+    """Keep a snapshot of every chain at the end of every ``thinning``-th epoch (or step) after ``burn_in``.
 
     Parameters
     ----------
@@ -40,7 +71,9 @@ class KeepSamples(Callback):
         With ``"network"`` (a :class:`~skbayes.nn.StackedMLP`, one member per
         chain) and ``"likelihood"``.
     burn_in, thinning : int
-        Epochs discarded, then epochs between two kept samples.
+        Epochs (or optimiser steps) discarded, then between two kept samples.
+    per_step : bool, default=False
+        Count ``burn_in`` and ``thinning`` in optimiser steps, not epochs.
 
     Attributes
     ----------
@@ -51,16 +84,13 @@ class KeepSamples(Callback):
         None).
     """
 
-    def __init__(self, module, burn_in, thinning):
+    def __init__(self, module, burn_in, thinning, per_step=False):
+        super().__init__(burn_in, thinning, per_step)
         self.module = module
-        self.burn_in = burn_in
-        self.thinning = thinning
         self.samples = []
 
-    def on_epoch_end(self, state):
-        epoch = state.epoch + 1
-        if epoch > self.burn_in and (epoch - self.burn_in) % self.thinning == 0:
-            self.samples.append(self.snapshot())
+    def keep(self):
+        self.samples.append(self.snapshot())
 
     def snapshot(self):
         """Copies of the chains' weights (per layer), noise parameters and layer prior scales, now."""
@@ -72,8 +102,8 @@ class KeepSamples(Callback):
         return weights, noise, scales
 
 
-class KeepChainStates(Callback):
-    """Keep the sampled coordinates of every chain at the end of every ``thinning``-th epoch after ``burn_in``.
+class KeepChainStates(_KeepOnSchedule):
+    """Keep the sampled coordinates of every chain at the end of every ``thinning``-th epoch (or step) after ``burn_in``.
 
     The sparse-GP counterpart of :class:`KeepSamples` (see
     :meth:`SGHMC.prepare_gp`): ``module["chains"]`` is a ModuleList of
@@ -87,17 +117,14 @@ class KeepChainStates(Callback):
     traces : list of torch.Tensor of shape (n_chains, q)
     """
 
-    def __init__(self, module, burn_in, thinning, trace=None):
+    def __init__(self, module, burn_in, thinning, trace=None, per_step=False):
+        super().__init__(burn_in, thinning, per_step)
         self.module = module
-        self.burn_in = burn_in
-        self.thinning = thinning
         self.trace = trace
         self.samples, self.traces = [], []
 
-    def on_epoch_end(self, state):
-        epoch = state.epoch + 1
-        if epoch > self.burn_in and (epoch - self.burn_in) % self.thinning == 0:
-            self.snapshot()
+    def keep(self):
+        self.snapshot()
 
     def snapshot(self):
         """Keep the chains' sampled coordinates (and traces) now."""
@@ -118,6 +145,21 @@ class KeepChainStates(Callback):
             for name in names
         }
         return KeptStates(stacked, n_chains)
+
+
+class _Schedule:
+    """A resolved sampling schedule (see :meth:`SGHMC._schedule`).
+
+    ``burn_in`` and ``thinning`` count epochs, or optimiser steps when
+    ``per_step``; ``burn_in_steps`` is the burn-in in optimiser steps (the
+    mass adaptation); ``loop`` the settings of the shared training loop.
+    """
+
+    def __init__(self, burn_in, thinning, per_step, burn_in_steps, loop):
+        self.burn_in, self.thinning, self.per_step = burn_in, thinning, per_step
+        self.burn_in_steps = burn_in_steps
+        self.keep_args = (burn_in, thinning, per_step)
+        self.loop = {**loop, "n_iter_no_change": None, "validation_score_fn": None}
 
 
 class SGHMC(StackedMLPMethod):
@@ -145,12 +187,28 @@ class SGHMC(StackedMLPMethod):
     :class:`GPInducedPrior`, whose diagnostics are added to
     ``inference_diagnostics_``).
 
-    The schedule is counted in epochs: ``burn_in`` epochs are discarded,
-    then one snapshot of every chain is kept at the end of every
-    ``thinning``-th epoch until ``n_kept_samples`` per chain are kept, so the
-    sampler runs exactly ``burn_in + thinning * n_kept_samples`` epochs
+    With ``burn_in`` and ``thinning`` given, the schedule is counted in
+    epochs: ``burn_in`` epochs are discarded, then one snapshot of every
+    chain is kept at the end of every ``thinning``-th epoch until
+    ``n_kept_samples`` per chain are kept, so the sampler runs exactly
+    ``burn_in + thinning * n_kept_samples`` epochs. The default,
+    ``burn_in="auto"`` and ``thinning="auto"``, is a budget in optimiser
+    steps that does not grow with the number of rows n: the epoch schedule
+    of 300 burn-in epochs and ``thinning=10``, i.e.
+    S = (300 + 10 * n_kept_samples) * ceil(n / batch_size) steps, as long as
+    S is at most 1,200 steps (n up to 512 rows at the Bayesian MLPs'
+    ``batch_size="auto"``, 256 rows with this schedule); beyond, the schedule is counted in
+    steps: 1,200 steps in all, of which the first
+    300 / (300 + 10 * n_kept_samples) (720 at the default 20 kept samples)
+    are the burn-in, then one snapshot every
+    floor((1,200 - burn-in) / n_kept_samples) steps (24). The fit then
+    costs the same whatever n (each step sees ``batch_size`` rows), so the
+    chains see fewer passes over larger data: 1,200 steps of 256 rows are
+    about 40 epochs of 7,500 rows and 0.3 of an epoch of 10^6 rows. Giving
+    either of ``burn_in`` and ``thinning`` gives the epoch schedule (the
+    other at 300, resp. 10 epochs). In every case the schedule holds
     whatever the estimator's ``max_iter``, stopping rule or
-    ``early_stopping``, and its step is ``step_size`` (the estimator's
+    ``early_stopping``, and the step is ``step_size`` (the estimator's
     ``learning_rate_init`` is Adam's). The fitted network holds the
     ``n_chains * n_kept_samples`` kept weight settings (chain-major: member
     ``c * n_kept_samples + j`` is the j-th sample of chain c) and the
@@ -189,11 +247,16 @@ class SGHMC(StackedMLPMethod):
     ----------
     n_chains : int, default=2
         Number of parallel chains.
-    burn_in : int, default=300
+    burn_in : int or "auto", default="auto"
         Epochs before samples are kept (the sampler also adapts its mass
-        during them).
-    thinning : int, default=10
-        Epochs between two kept samples.
+        during them). ``"auto"`` (with ``thinning="auto"``): the step budget
+        above, 300 epochs' worth of steps but at most
+        1,200 * 300 / (300 + 10 * n_kept_samples) steps (720); with
+        ``thinning`` given, 300 epochs.
+    thinning : int or "auto", default="auto"
+        Epochs between two kept samples. ``"auto"`` (with ``burn_in="auto"``):
+        10 epochs' worth of steps, fewer when the 1,200-step budget is
+        reached (24 steps at the defaults); with ``burn_in`` given, 10 epochs.
     n_kept_samples : int, default=20
         Samples kept per chain.
     friction : float in (0, 1], default=0.05
@@ -215,8 +278,8 @@ class SGHMC(StackedMLPMethod):
 
     _parameter_constraints = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "burn_in": [Interval(Integral, 0, None, closed="left")],
-        "thinning": [Interval(Integral, 1, None, closed="left")],
+        "burn_in": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
+        "thinning": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
         "friction": [Interval(Real, 0, 1, closed="right")],
         "step_size": [Interval(Real, 0, None, closed="neither")],
@@ -229,7 +292,7 @@ class SGHMC(StackedMLPMethod):
     #: Use the scale-adapted sampler (Springenberg et al. 2016; Rossi 2022, eqs. 2.31-2.36).
     scale_adapted = True
 
-    def __init__(self, n_chains=2, burn_in=300, thinning=10, n_kept_samples=20, friction=0.05, step_size=3e-4,
+    def __init__(self, n_chains=2, burn_in="auto", thinning="auto", n_kept_samples=20, friction=0.05, step_size=3e-4,
                  prior=None):
         self.n_chains = n_chains
         self.burn_in = burn_in
@@ -241,6 +304,19 @@ class SGHMC(StackedMLPMethod):
 
     def n_members(self):
         return self.n_chains
+
+    def auto_batch_size(self):
+        """256 rows per step under the default step budget (``burn_in`` and ``thinning`` "auto"), else None.
+
+        Larger minibatches make each of the budget's steps less noisy; with
+        an epoch schedule the estimator's rule holds as before (32 rows up to
+        2,000 training rows, 128 above).
+        """
+        return AUTO_BATCH_SIZE if self._step_budget() else None
+
+    def _step_budget(self):
+        """Whether the schedule is the default step budget (``burn_in`` and ``thinning`` both "auto")."""
+        return self.burn_in == "auto" and self.thinning == "auto"
 
     def build_module_network(self, n_features, n_outputs, settings, **factory):
         if self.prior is not None:
@@ -266,9 +342,10 @@ class SGHMC(StackedMLPMethod):
         callbacks, prior_diagnostics = self._fit_prior(module, X, Y, settings, context)
         n_chains, n_data = module["network"].n_members, context.n_data
         steps_per_epoch = -(-X.shape[0] // context.batch_size)
+        schedule = self._schedule(steps_per_epoch)
         params = [p for p in module.parameters() if p.requires_grad]
-        optimizer = self._sampler(params, n_data, self.burn_in * steps_per_epoch, context.generator)
-        keep = KeepSamples(module, self.burn_in, self.thinning)
+        optimizer = self._sampler(params, n_data, schedule.burn_in_steps, context.generator)
+        keep = KeepSamples(module, *schedule.keep_args)
         # Gradient of the sum over chains (each chain feels its own energy U_c / N).
         loss_fn = self.member_loss_fn(module, X, Y, n_data, context.generator)
 
@@ -283,7 +360,7 @@ class SGHMC(StackedMLPMethod):
                 **prior_diagnostics,
             }
 
-        return Training(loss_fn, optimizer, callbacks=[*callbacks, keep], loop=self._loop(), finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[*callbacks, keep], loop=schedule.loop, finish=finish)
 
     def _fit_prior(self, module, X, Y, settings, context):
         """Fit ``prior`` and put it into the chains' energy: (callbacks, diagnostics); nothing without one."""
@@ -316,10 +393,21 @@ class SGHMC(StackedMLPMethod):
             **options,
         )
 
-    def _loop(self):
-        """Training-loop settings of a sampling run: exactly ``burn_in + thinning * n_kept_samples`` epochs."""
-        n_epochs = self.burn_in + self.thinning * self.n_kept_samples
-        return {"max_iter": n_epochs, "n_iter_no_change": None, "validation_score_fn": None}
+    def _schedule(self, steps_per_epoch):
+        """The sampling schedule on data of ``steps_per_epoch`` minibatches: a :class:`_Schedule`."""
+        n_kept = self.n_kept_samples
+        if self._step_budget():
+            n_epochs = AUTO_BURN_IN_EPOCHS + AUTO_THINNING_EPOCHS * n_kept
+            if n_epochs * steps_per_epoch > AUTO_MAX_STEPS:
+                burn_in = round(AUTO_MAX_STEPS * AUTO_BURN_IN_EPOCHS / n_epochs)
+                thinning = max((AUTO_MAX_STEPS - burn_in) // n_kept, 1)
+                n_steps = burn_in + thinning * n_kept
+                loop = {"max_iter": -(-n_steps // steps_per_epoch), "max_steps": n_steps}
+                return _Schedule(burn_in, thinning, True, burn_in, loop)
+        burn_in = AUTO_BURN_IN_EPOCHS if self.burn_in == "auto" else self.burn_in
+        thinning = AUTO_THINNING_EPOCHS if self.thinning == "auto" else self.thinning
+        loop = {"max_iter": burn_in + thinning * n_kept, "max_steps": None}
+        return _Schedule(burn_in, thinning, False, burn_in * steps_per_epoch, loop)
 
     def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
         """SGHMC over the chains of a sparse GP: the same sampler and schedule as for the MLPs.
@@ -361,13 +449,14 @@ class SGHMC(StackedMLPMethod):
         chains = module["chains"]
         n_chains, n_data = len(chains), context.n_data
         steps_per_epoch = -(-n_rows // context.batch_size)
+        schedule = self._schedule(steps_per_epoch)
         params = [p for p in chains.parameters() if p.requires_grad]
         if not params:
             raise ValueError("Nothing to sample: every coordinate of the model is fixed.")
-        optimizer = self._sampler(params, n_data, int(_GP_ADAPT_FRACTION * self.burn_in * steps_per_epoch),
+        optimizer = self._sampler(params, n_data, int(_GP_ADAPT_FRACTION * schedule.burn_in_steps),
                                   context.generator, gradient_noise=context.batch_size < n_rows)
         orders = member_row_orders(n_chains, n_rows, context.generator)
-        keep = KeepChainStates(module, self.burn_in, self.thinning, trace)
+        keep = KeepChainStates(module, *schedule.keep_args[:2], trace, per_step=schedule.per_step)
 
         def loss_fn(idx):
             rows = orders[:, idx.to(orders.device)]
@@ -387,7 +476,7 @@ class SGHMC(StackedMLPMethod):
                 rhat = float(per_trace.max())
             return {"rhat": rhat, "rhat_per_trace": per_trace.numpy(), "n_kept_samples": n_kept * n_chains}
 
-        return Training(loss_fn, optimizer, callbacks=[keep], loop=self._loop(), finish=finish)
+        return Training(loss_fn, optimizer, callbacks=[keep], loop=schedule.loop, finish=finish)
 
     @staticmethod
     def _store_samples(module, samples):

@@ -37,7 +37,10 @@ prior_scale : float, default=%(prior_scale_default)s
     and bias (set by the data instead for ``PBP``, which infers it).
 batch_size : int or "auto", default="auto"
     Rows per optimiser step; ``"auto"`` is ``min(32, n_samples)`` up to
-    2,000 rows and 128 above (``PBP``: one row per step).
+    2,000 rows and 128 above, except ``SGHMC()`` with its default
+    schedule (a budget of optimiser steps, see
+    :class:`~skbayes.inference.SGHMC`): ``min(256, n_samples)``; ``PBP``:
+    one row per step.
 learning_rate_init : float, default=3e-3
     Step size of Adam, the optimiser of the gradient-trained methods
     (also Vadam's); ``SGHMC`` has its own ``step_size`` and ``PBP`` no
@@ -252,7 +255,11 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
 
     # ------------------------------------------------------------------ fitting
     def _auto_batch_size(self, n_samples):
-        return _auto_batch_size(n_samples)
+        method = getattr(self, "inference_", None)  # set by fit and partial_fit before the loop asks
+        if method is None:
+            method = resolve_inference(self.inference)
+        batch_size = method.auto_batch_size()
+        return _auto_batch_size(n_samples) if batch_size is None else batch_size
 
     def _inference_method(self):
         """The validated inference method, refused with a clear message if it cannot classify."""

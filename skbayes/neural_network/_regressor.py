@@ -47,8 +47,10 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     UCI regression benchmark against NGBoost, scikit-learn's exact Gaussian
     process and the other methods (the user guide's "Defaults" page,
     ``doc/defaults.md``), are stochastic-gradient HMC (``SGHMC()``: two
-    chains, 300 burn-in epochs, 20 kept weight settings per chain, a fixed
-    schedule of 500 epochs that ``max_iter`` does not change), Student-t
+    chains, 20 kept weight settings per chain, a fixed schedule that
+    ``max_iter`` does not change: 1,200 optimiser steps of 256 rows, 720 of
+    them burn-in, whatever the number of rows, or 500 epochs where they take
+    fewer steps), Student-t
     observation noise (``noise="auto"``) and two hidden layers of 50 units;
     ``"mfvi"`` (Bayes by Backprop) is the faster choice that streams
     (``partial_fit``) and stops early. The observation noise is learned:
