@@ -306,13 +306,19 @@ def test_explicit_epochs_keep_the_epoch_schedule_and_the_batch_size(monkeypatch)
 
 
 def test_the_default_budget_and_schedule():
-    # The unpatched default: 1,200 steps, 720 of burn-in, one kept sample every 24 steps;
+    # The unpatched default on up to 30,720 rows: 1,200 steps, 720 of burn-in, one kept sample every 24 steps;
     # a small data set whose 500 epochs fit in the budget keeps the epoch schedule.
     method = SGHMCMethod()
     schedule = method._schedule(steps_per_epoch=40)
     assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (720, 24, True)
     assert schedule.loop["max_steps"] == 1200 and schedule.loop["max_iter"] == 30
     assert schedule.burn_in_steps == 720
+    # 10 epochs' worth of steps on more rows: 3,910 steps on 10^5 rows (391 batches of 256), burn-in
+    # round(3910 * 3 / 5) = 2346, thinning (3910 - 2346) // 20 = 78; capped at 12,000 on 10^6 rows.
+    large = method._schedule(steps_per_epoch=391)
+    assert (large.burn_in, large.thinning, large.loop["max_steps"]) == (2346, 78, 2346 + 78 * 20)
+    huge = method._schedule(steps_per_epoch=3907)
+    assert (huge.burn_in, huge.thinning, huge.loop["max_steps"], huge.loop["max_iter"]) == (7200, 240, 12000, 4)
     small = method._schedule(steps_per_epoch=2)
     assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 10, False, 500)
     assert small.burn_in_steps == 600

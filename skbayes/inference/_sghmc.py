@@ -21,10 +21,13 @@ _N_RHAT_MEAN_ROWS = 512
 # Fraction of the sparse GP's burn-in during which the mass is adapted; the rest equilibrates with it fixed.
 _GP_ADAPT_FRACTION = 0.5
 # burn_in and thinning="auto": the shape of 300 burn-in epochs, then one kept sample every 10 epochs (the
-# epochs taken when only one of the two is given), cut to at most AUTO_MAX_STEPS optimiser steps in all.
+# epochs taken when only one of the two is given), cut to a budget of optimiser steps in all:
+# AUTO_BUDGET_EPOCHS epochs' worth of steps, at least AUTO_MIN_STEPS and at most AUTO_MAX_STEPS.
 AUTO_BURN_IN_EPOCHS = 300
 AUTO_THINNING_EPOCHS = 10
-AUTO_MAX_STEPS = 1200
+AUTO_MIN_STEPS = 1200
+AUTO_BUDGET_EPOCHS = 10
+AUTO_MAX_STEPS = 12000
 # batch_size="auto" of the Bayesian MLPs under that budget.
 AUTO_BATCH_SIZE = 256
 
@@ -193,18 +196,20 @@ class SGHMC(StackedMLPMethod):
     ``n_kept_samples`` per chain are kept, so the sampler runs exactly
     ``burn_in + thinning * n_kept_samples`` epochs. The default,
     ``burn_in="auto"`` and ``thinning="auto"``, is a budget in optimiser
-    steps that does not grow with the number of rows n: the epoch schedule
-    of 300 burn-in epochs and ``thinning=10``, i.e.
+    steps that grows far slower than the number of rows n: the epoch
+    schedule of 300 burn-in epochs and ``thinning=10``, i.e.
     S = (300 + 10 * n_kept_samples) * ceil(n / batch_size) steps, as long as
     S is at most 1,200 steps (n up to 512 rows at the Bayesian MLPs'
     ``batch_size="auto"``, 256 rows with this schedule); beyond, the schedule is counted in
-    steps: 1,200 steps in all, of which the first
-    300 / (300 + 10 * n_kept_samples) (720 at the default 20 kept samples)
-    are the burn-in, then one snapshot every
-    floor((1,200 - burn-in) / n_kept_samples) steps (24). The fit then
-    costs the same whatever n (each step sees ``batch_size`` rows), so the
-    chains see fewer passes over larger data: 1,200 steps of 256 rows are
-    about 40 epochs of 7,500 rows and 0.3 of an epoch of 10^6 rows. Giving
+    steps: B = min(max(1,200, 10 epochs' worth of steps), 12,000) steps in
+    all (1,200 up to 30,720 rows, 3,910 on 10^5 rows, 12,000 from 307,200
+    rows on), of which the first 300 / (300 + 10 * n_kept_samples) (3/5 at
+    the default 20 kept samples: 720 of 1,200) are the burn-in, then one
+    snapshot every floor((B - burn-in) / n_kept_samples) steps (24 of
+    1,200). Each step sees ``batch_size`` rows, so the fit's cost is bounded
+    whatever n (12,000 steps), and the chains see fewer passes over larger
+    data: 1,200 steps of 256 rows are about 40 epochs of 7,500 rows, 12,000
+    steps 3 epochs of 10^6 rows. Giving
     either of ``burn_in`` and ``thinning`` gives the epoch schedule (the
     other at 300, resp. 10 epochs). In every case the schedule holds
     whatever the estimator's ``max_iter``, stopping rule or
@@ -251,12 +256,13 @@ class SGHMC(StackedMLPMethod):
         Epochs before samples are kept (the sampler also adapts its mass
         during them). ``"auto"`` (with ``thinning="auto"``): the step budget
         above, 300 epochs' worth of steps but at most
-        1,200 * 300 / (300 + 10 * n_kept_samples) steps (720); with
+        B * 300 / (300 + 10 * n_kept_samples) steps (720 of B = 1,200); with
         ``thinning`` given, 300 epochs.
     thinning : int or "auto", default="auto"
         Epochs between two kept samples. ``"auto"`` (with ``burn_in="auto"``):
-        10 epochs' worth of steps, fewer when the 1,200-step budget is
-        reached (24 steps at the defaults); with ``burn_in`` given, 10 epochs.
+        10 epochs' worth of steps, fewer when the step budget B is reached
+        (24 steps of B = 1,200 at the defaults); with ``burn_in`` given, 10
+        epochs.
     n_kept_samples : int, default=20
         Samples kept per chain.
     friction : float in (0, 1], default=0.05
@@ -398,9 +404,10 @@ class SGHMC(StackedMLPMethod):
         n_kept = self.n_kept_samples
         if self._step_budget():
             n_epochs = AUTO_BURN_IN_EPOCHS + AUTO_THINNING_EPOCHS * n_kept
-            if n_epochs * steps_per_epoch > AUTO_MAX_STEPS:
-                burn_in = round(AUTO_MAX_STEPS * AUTO_BURN_IN_EPOCHS / n_epochs)
-                thinning = max((AUTO_MAX_STEPS - burn_in) // n_kept, 1)
+            budget = min(max(AUTO_MIN_STEPS, AUTO_BUDGET_EPOCHS * steps_per_epoch), AUTO_MAX_STEPS)
+            if n_epochs * steps_per_epoch > budget:
+                burn_in = round(budget * AUTO_BURN_IN_EPOCHS / n_epochs)
+                thinning = max((budget - burn_in) // n_kept, 1)
                 n_steps = burn_in + thinning * n_kept
                 loop = {"max_iter": -(-n_steps // steps_per_epoch), "max_steps": n_steps}
                 return _Schedule(burn_in, thinning, True, burn_in, loop)

@@ -49,8 +49,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     ``doc/defaults.md``), are stochastic-gradient HMC (``SGHMC()``: two
     chains, 20 kept weight settings per chain, a fixed schedule that
     ``max_iter`` does not change: 1,200 optimiser steps of 256 rows, 720 of
-    them burn-in, whatever the number of rows, or 500 epochs where they take
-    fewer steps), Student-t
+    them burn-in, up to 30,720 rows, 10 epochs' worth on more rows but at most
+    12,000 steps, or 500 epochs where they take fewer steps), Student-t
     observation noise (``noise="auto"``) and two hidden layers of 50 units;
     ``"mfvi"`` (Bayes by Backprop) is the faster choice that streams
     (``partial_fit``) and stops early. The observation noise is learned:
