@@ -53,7 +53,8 @@ MODELS = {
     "mlp_classifier": lambda: BayesianMLPClassifier(SMALL, inference="mfvi", max_iter=2),
     "sparse_gp": lambda: SparseGPRegressor(n_inducing=50, max_iter=2),
     "sparse_gp_classifier": lambda: SparseGPClassifier(n_inducing=50, max_iter=2),
-    "deep_gp": lambda: DeepGPRegressor(n_inducing=20, hidden_width=4, n_mc_predict=50, max_iter=2),
+    # the default M = 100 and width (8 here): its blocks' intermediates grow with M * width per row and draw
+    "deep_gp": lambda: DeepGPRegressor(n_mc_predict=10, max_iter=2),
     "mixture": lambda: BayesianGaussianMixture(n_components=5, max_iter=2),
     "vae": lambda: VAE(hidden_layer_sizes=SMALL, max_iter=2),
 }

@@ -225,7 +225,7 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         gp = self.module_["gp"]
         with torch.no_grad():
             chol_zz = gp.chol_zz()
-        # A = L_zz^-1 K_zx holds M values per row (and L_v^T A, L M of them, with L latents).
+        # Per row, K_zx, A = L_zz^-1 K_zx and L_v^T A hold M values each (L M with L latents).
         return self._predict_in_blocks(
-            X, lambda x, rows: gp.predict_f(x, chol_zz=chol_zz), row_size=gp.n_inducing * (gp.n_latent or 1)
+            X, lambda x, rows: gp.predict_f(x, chol_zz=chol_zz), row_size=3 * gp.n_inducing * (gp.n_latent or 1)
         )

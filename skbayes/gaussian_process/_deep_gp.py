@@ -424,8 +424,10 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             values = reduce(mean.T.cpu().numpy(), var.T.cpu().numpy(), rows)
             return tuple(map(torch.as_tensor, values)) if isinstance(values, tuple) else torch.as_tensor(values)
 
+        # per row and draw, an inner layer holds its (M, width) projections A and S^T A of the
+        # inducing values onto the row's input, besides the layers' inputs and outputs
         width = max(self.hidden_width_ or 0, self.n_features_in_)
-        return self._predict_in_blocks(X, components, row_size=n_draws * (self.n_inducing_ + 2 * width))
+        return self._predict_in_blocks(X, components, row_size=n_draws * width * (3 * self.n_inducing_ + 2))
 
     def predict_uncertainty(self, X):
         """Predictive mean and standard deviations of the mixture, split by source.
