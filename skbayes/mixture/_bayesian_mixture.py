@@ -535,7 +535,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
     def _in_blocks(self, X, fn):
         """``fn(centred rows, params)`` over blocks of validated rows, with bounded memory."""
         params, shift = self._params(), self._to_tensor(self.mean_prior_)
-        row_size = 2 * self.n_components * X.shape[1]  # the (rows, K, D) differences
+        # the (rows, K, D) differences and the Student-t predictive's whitened copies of them (about 8 in all)
+        row_size = 8 * self.n_components * X.shape[1]
         return self._predict_in_blocks(X, lambda x, rows: fn(x - shift, params), row_size=row_size)
 
     def _log_resp(self, X):
