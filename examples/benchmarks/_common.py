@@ -163,6 +163,29 @@ def run_saving(report, body, save, finish=None):
             finish()
 
 
+def named_results(report, markdown, out, results_dir=Path(__file__).resolve().parent / "results"):
+    """``(save, finish)`` for :func:`run_saving` of a script with ``--out NAME``.
+
+    ``save()`` writes ``report`` to ``<results_dir>/NAME.json`` (call it after
+    every measurement to keep what was measured); ``finish()`` prints
+    ``markdown(report)`` and writes it to ``NAME.md``. With ``out`` None both
+    only print.
+    """
+
+    def save():
+        if out:
+            results_dir.mkdir(exist_ok=True)
+            write_atomic(results_dir / f"{out}.json", json.dumps(report, indent=2) + "\n")
+
+    def finish():
+        text = markdown(report)
+        print("\n" + text)
+        if out:
+            write_atomic(results_dir / f"{out}.md", text)
+
+    return save, finish
+
+
 def print_written(json_path, md_path):
     """Print the Markdown table (when it was written) and the paths of the results files."""
     if md_path.exists():

@@ -53,10 +53,9 @@ from sklearn.metrics import log_loss
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, run_saving, write_atomic  # noqa: E402
+from _common import environment, limit_threads, loadavg, named_results, run_saving  # noqa: E402
 from sparse_gp_defaults_scaling import NOISE, CountSteps, synthetic  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CLASS_NOISE = 0.3
 VAE_FEATURES, VAE_LATENT = 20, 2
 MODELS = ("regressor", "classifier", "vae")
@@ -175,17 +174,7 @@ def main(argv=None):
                 print(json.dumps(report["fits"][-1]), flush=True)
                 save()
 
-    def save():
-        if args.out:
-            RESULTS.mkdir(exist_ok=True)
-            write_atomic(RESULTS / f"{args.out}.json", json.dumps(report, indent=2) + "\n")
-
-    def finish():
-        text = markdown(report)
-        print("\n" + text)
-        if args.out:
-            write_atomic(RESULTS / f"{args.out}.md", text)
-
+    save, finish = named_results(report, markdown, args.out)
     run_saving(report, body, save, finish)
     return 0
 

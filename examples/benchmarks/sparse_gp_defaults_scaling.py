@@ -39,11 +39,10 @@ from skbayes import SparseGPRegressor
 from skbayes._training import Callback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, run_saving, write_atomic  # noqa: E402
+from _common import environment, limit_threads, loadavg, named_results, run_saving  # noqa: E402
 
 NOISE = 0.1
 N_FEATURES = 8
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def synthetic(n, rng):
@@ -131,17 +130,7 @@ def main(argv=None):
             report["fits"].append(fit_one(n, args.test_rows))
             print(json.dumps(report["fits"][-1]), flush=True)
 
-    def save():
-        if args.out:
-            RESULTS.mkdir(exist_ok=True)
-            write_atomic(RESULTS / f"{args.out}.json", json.dumps(report, indent=2) + "\n")
-
-    def finish():
-        text = markdown(report)
-        print("\n" + text)
-        if args.out:
-            write_atomic(RESULTS / f"{args.out}.md", text)
-
+    save, finish = named_results(report, markdown, args.out)
     run_saving(report, body, save, finish)
     return 0
 
