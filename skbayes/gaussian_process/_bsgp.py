@@ -218,30 +218,40 @@ def latent_marginals(estimator, X):
     mean avg_s mu_s and variance avg_s v_s + var_s mu_s
     (:func:`~skbayes.nn.bayesian_sparse_gp.mixture_moments`).
     """
-    means, variances = _sample_marginals(estimator, X)
-    mean, var = mixture_moments(torch.from_numpy(means), torch.from_numpy(variances))
-    return mean.numpy(), var.numpy()
+    return _over_samples(estimator, X, lambda means, variances, rows: mixture_moments(means, variances))
 
 
-def _sample_marginals(estimator, X):
-    """Per kept sample, the FITC conditional mean and variance of f at validated X.
+def _over_samples(estimator, X, reduce):
+    """``reduce`` of every kept sample's FITC conditional at validated X, block of rows by block of rows.
 
-    Returns two ndarrays of shape (n_samples_kept, n_rows), standardised units.
+    ``reduce(means, variances, rows)`` receives the conditional means and
+    variances of f of a block's rows under each kept sample, tensors of
+    shape (n_samples_kept, n_block_rows) in standardised units, and returns
+    a tensor (or a tuple of tensors) with those rows on the first axis; the
+    results are gathered over the blocks, so the (n_samples_kept, n) values
+    of all rows are never held at once.
     """
     module = estimator.module_
     samples, gp = module["samples"], module["gp"]
-    means, variances = [], []
-    for s in range(samples.n_samples):
-        samples.load_(s, module)
-        with torch.no_grad():
-            chol_zz = gp.chol_zz()
-        mean, var = estimator._predict_in_blocks(
-            X, lambda x, rows: conditional(gp, x, chol_zz), row_size=gp.n_inducing
-        )
-        means.append(mean)
-        variances.append(var)
-    samples.load_(samples.n_samples - 1, module)
-    return np.stack(means), np.stack(variances)
+    with torch.no_grad():
+        chols = []
+        for s in range(samples.n_samples):
+            samples.load_(s, module)
+            chols.append(gp.chol_zz())
+
+    def block(x, rows):
+        per_sample = []
+        for s, chol_zz in enumerate(chols):
+            samples.load_(s, module)
+            per_sample.append(conditional(gp, x, chol_zz))
+        means, variances = (torch.stack(values) for values in zip(*per_sample))
+        return reduce(means, variances, rows)
+
+    try:
+        # Per row: the cross terms of one sample (a few M values), and 2 S means and variances.
+        return estimator._predict_in_blocks(X, block, row_size=3 * gp.n_inducing + 2 * samples.n_samples)
+    finally:
+        samples.load_(samples.n_samples - 1, module)
 
 
 def class_probability_draws(estimator, X, fn):
@@ -323,17 +333,18 @@ def log_predictive_density(estimator, X, y):
     from scipy.special import logsumexp
     from scipy.stats import norm
 
-    means, variances = _sample_marginals(estimator, X)
     with torch.no_grad():
         noise = _noise_std_samples(estimator)
     noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
     scale = estimator._y_scale
-    log_pdf = norm.logpdf(
-        np.asarray(y, dtype=np.float64)[None, :],
-        means * scale + estimator._y_mean,
-        np.sqrt(variances + noise_var) * scale,
-    )
-    return logsumexp(log_pdf, axis=0) - np.log(log_pdf.shape[0])
+    y = np.asarray(y, dtype=np.float64)
+
+    def log_mean_density(means, variances, rows):
+        means, variances = means.double().cpu().numpy(), variances.double().cpu().numpy()
+        log_pdf = norm.logpdf(y[None, rows], means * scale + estimator._y_mean, np.sqrt(variances + noise_var) * scale)
+        return torch.as_tensor(logsumexp(log_pdf, axis=0) - np.log(log_pdf.shape[0]))
+
+    return _over_samples(estimator, X, log_mean_density)
 
 
 def joint(estimator, X):
