@@ -187,7 +187,8 @@ class TorchEstimatorMixin:
         (``batch_size``, ``max_iter``, ``tol``, ``n_iter_no_change``,
         ``verbose``, ``callbacks``) and the device, the shuffling generator
         and the name are filled in; ``settings`` overrides any of them (e.g.
-        a fixed schedule, ``n_iter_no_change=None``). ``callbacks`` are the
+        a fixed schedule, ``n_iter_no_change=None``). A ``max_iter`` still
+        ``"auto"`` after them is the budget of :meth:`_auto_budget`. ``callbacks`` are the
         model's own and run before the validation score, the stopping rule
         and the user's ``callbacks``.
         """
@@ -204,8 +205,20 @@ class TorchEstimatorMixin:
             **settings,
         }
         loop["batch_size"] = min(loop["batch_size"], n_samples)
+        if loop["max_iter"] == "auto":  # an epoch and step budget (estimators whose max_iter takes "auto")
+            loop["max_iter"], max_steps = self._auto_budget()
+            loop.setdefault("max_steps", max_steps)
         user_callbacks = list(getattr(self, "callbacks", None) or ())
         return fit_loop(loss_fn, optimizer, n_samples, callbacks=[*callbacks, None, *user_callbacks], **loop)
+
+    def _auto_budget(self):
+        """``(max_epochs, max_steps)`` of ``max_iter="auto"``: whichever ends first.
+
+        Estimators whose ``max_iter`` accepts ``"auto"`` without resolving it
+        themselves define it; a budget of optimiser steps keeps the cost of a
+        default fit from growing with the number of rows.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no max_iter='auto' budget")
 
     def _validate_X_predict(self, X):
         """Check that the estimator is fitted and validate X as in ``fit`` (no reset)."""

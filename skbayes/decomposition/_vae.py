@@ -703,14 +703,15 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         return loss_fn
 
+    def _auto_budget(self):
+        return AUTO_MAX_EPOCHS, AUTO_MAX_STEPS
+
     def _train(self, X, C, noise_seed, shuffle_seed, *, split_seed=None, epochs_done=0, **overrides):
         """One run of the shared training loop on model-unit rows X (tensor) and conditions C.
 
         ``split_seed`` holds out a validation split (``early_stopping``);
         ``epochs_done`` is where the KL warm-up starts; ``overrides`` replace
         loop settings (``partial_fit``: one epoch, no stopping rule).
-        ``max_iter="auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or
-        :data:`AUTO_MAX_STEPS` optimiser steps, whichever ends first.
         """
         n_samples = X.shape[0]
         X_train, C_train, validation_score_fn = X, C, None
@@ -724,7 +725,6 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
                 with evaluation_mode(self.module_):  # e.g. batch normalisation with its running statistics
                     return float(torch.as_tensor(self._elbo(X_val, C_val, eps, self.beta)).mean())
 
-        budget = {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if self.max_iter == "auto" else {}
         warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=epochs_done)
         warmup_left = max(0, self.kl_warmup_epochs - epochs_done)
         self.module_.train()
@@ -739,7 +739,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
                 min_iter=warmup_left,
                 validation_score_fn=validation_score_fn,
                 module=self.module_,
-                **{**budget, **overrides},
+                **overrides,
             )
         finally:
             self.module_.eval()

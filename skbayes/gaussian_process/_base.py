@@ -31,13 +31,9 @@ AUTO_MAX_EPOCHS = 1000
 AUTO_MAX_STEPS = 4000
 
 
-def loop_budget(max_iter):
-    """The training loop's ``max_iter`` and ``max_steps`` for the ``max_iter`` parameter.
-
-    ``"auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS`
-    optimiser steps, whichever ends first; an int is that many epochs.
-    """
-    return {"max_iter": AUTO_MAX_EPOCHS, "max_steps": AUTO_MAX_STEPS} if max_iter == "auto" else {}
+def auto_budget():
+    """``max_iter="auto"`` of the GP estimators: :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS` steps."""
+    return AUTO_MAX_EPOCHS, AUTO_MAX_STEPS
 KERNELS = {
     "rbf": (RBFKernel, {}),
     "matern12": (MaternKernel, {"nu": 0.5}),
@@ -183,16 +179,17 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
 
         ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
-        ``max_iter="auto"`` is :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS`
-        optimiser steps, whichever ends first.
         """
         return self._fit_loop(
             lambda idx: self._minibatch_loss(X_t[idx], y_t[idx], n_data),
             self._optimizer_for(n_data),
             X_t.shape[0],
             shuffle_seed=shuffle_seed,
-            **{**loop_budget(self.max_iter), **overrides},
+            **overrides,
         )
+
+    def _auto_budget(self):
+        return auto_budget()
 
     def __getstate__(self):
         state = super().__getstate__()

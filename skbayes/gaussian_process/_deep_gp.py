@@ -25,7 +25,7 @@ from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from ..nn.kernels import from_sklearn_kernel
-from ._base import loop_budget
+from ._base import auto_budget
 from ._sparse_gp import _AUTO_BATCH, _KERNELS, SparseGPRegressor
 
 # Widest hidden layer of hidden_width="auto" (Salimbeni and Deisenroth 2017, section 5: min(30, D)).
@@ -385,7 +385,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             torch.optim.Adam(trainable, lr=self.learning_rate_init),
             n_samples,
             shuffle_seed=self._shuffle_seed,
-            **loop_budget(self.max_iter),
         )
         if self.n_layers == 1:  # the exact maximiser over q(u), as SparseGPRegressor
             with torch.no_grad():
@@ -399,6 +398,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         return self
 
     # --------------------------------------------------------------- prediction
+    def _auto_budget(self):
+        return auto_budget()
+
     def _n_components(self):
         return 1 if self.n_layers == 1 else self.n_mc_predict
 
