@@ -221,7 +221,7 @@ def latent_marginals(estimator, X):
     return _over_samples(estimator, X, lambda means, variances, rows: mixture_moments(means, variances))
 
 
-def _over_samples(estimator, X, reduce):
+def _over_samples(estimator, X, reduce, row_size=None):
     """``reduce`` of every kept sample's FITC conditional at validated X, block of rows by block of rows.
 
     ``reduce(means, variances, rows)`` receives the conditional means and
@@ -229,7 +229,9 @@ def _over_samples(estimator, X, reduce):
     shape (n_samples_kept, n_block_rows) in standardised units, and returns
     a tensor (or a tuple of tensors) with those rows on the first axis; the
     results are gathered over the blocks, so the (n_samples_kept, n) values
-    of all rows are never held at once.
+    of all rows are never held at once. ``row_size`` sizes the blocks
+    (values held per row, see ``_predict_in_blocks``); by default the cross
+    terms of one sample and the stacked means and variances.
     """
     module = estimator.module_
     samples, gp = module["samples"], module["gp"]
@@ -248,8 +250,9 @@ def _over_samples(estimator, X, reduce):
         return reduce(means, variances, rows)
 
     try:
-        # Per row: the cross terms of one sample (a few M values), and 2 S means and variances.
-        return estimator._predict_in_blocks(X, block, row_size=3 * gp.n_inducing + 2 * samples.n_samples)
+        if row_size is None:  # the cross terms of one sample (a few M values), and 2 S means and variances
+            row_size = 3 * gp.n_inducing + 2 * samples.n_samples
+        return estimator._predict_in_blocks(X, block, row_size=row_size)
     finally:
         samples.load_(samples.n_samples - 1, module)
 
@@ -280,28 +283,14 @@ def class_probability_draws(estimator, X, fn):
         ``fn``'s results gathered over the blocks of rows.
     """
     module = estimator.module_
-    samples, gp, likelihood = module["samples"], module["gp"], module["likelihood"]
-    n_classes = len(estimator.classes_)
-    chols = []
-    with torch.no_grad():
-        for s in range(samples.n_samples):
-            samples.load_(s, module)
-            chols.append(gp.chol_zz())
+    gp, likelihood, n_samples = module["gp"], module["likelihood"], module["samples"].n_samples
 
-    def block(x, rows):
-        p = []
-        for s, chol_zz in enumerate(chols):
-            samples.load_(s, module)
-            mean, var = conditional(gp, x, chol_zz)
-            p.append(likelihood.predictive_proba(mean, var))
-        return fn(torch.stack(p))
+    def probabilities(means, variances, rows):
+        return fn(torch.stack([likelihood.predictive_proba(mean, var) for mean, var in zip(means, variances)]))
 
-    try:
-        # Per row: M values of the cross term of one sample, and the S * C probabilities.
-        return estimator._predict_in_blocks(X, block, row_size=gp.n_inducing * (gp.n_latent or 1)
-                                            + samples.n_samples * n_classes)
-    finally:
-        samples.load_(samples.n_samples - 1, module)
+    # Per row: M values of the cross term of one sample, and the S * C probabilities.
+    row_size = gp.n_inducing * (gp.n_latent or 1) + n_samples * len(estimator.classes_)
+    return _over_samples(estimator, X, probabilities, row_size=row_size)
 
 
 def log_predictive_density(estimator, X, y):
