@@ -163,6 +163,16 @@ def run_saving(report, body, save, finish=None):
             finish()
 
 
+def environment_sentence(report):
+    """The environment line of a results table: versions, commit, threads, CPUs, load average, completeness."""
+    env = report["environment"]
+    return (
+        f"Environment: torch {env['torch']}, skbayes {env['skbayes']}, git {env['git_commit']}, "
+        f"{env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, load average "
+        f"{env['loadavg_start']} at start, {env.get('loadavg_end')} at end; complete: {report['complete']}."
+    )
+
+
 def named_results(report, markdown, out, results_dir=Path(__file__).resolve().parent / "results"):
     """``(save, finish)`` for :func:`run_saving` of a script with ``--out NAME``.
 

@@ -53,7 +53,7 @@ from sklearn.metrics import log_loss
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, named_results, run_saving  # noqa: E402
+from _common import environment, environment_sentence, limit_threads, loadavg, named_results, run_saving  # noqa: E402
 from sparse_gp_defaults_scaling import NOISE, CountSteps, synthetic  # noqa: E402
 
 CLASS_NOISE = 0.3
@@ -141,16 +141,13 @@ def markdown(report):
             f"| `{r['model']}` | {r['rows']:,} x {r['n_features']} | {r['fit_time_s']:.1f} | {r['epochs']} "
             f"| {r['steps']} | {_quality(r)} | {r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
         )
-    env = report["environment"]
     lines += [
         "",
         "Every estimator at its defaults with random_state=0; 10,000 fresh test rows. Regressor: "
         "y = sum_j sin(x_j) + 0.1 noise, X ~ N(0, I_8); classifier: y = 1[f(x) + 0.3 noise > 0], Bayes "
         "classifier Phi(f / 0.3); VAE: X = tanh(Z W) + 0.1 noise, 20 features, 2 latent dimensions. Fit time "
         "is wall clock.",
-        f"Environment: torch {env['torch']}, skbayes {env['skbayes']}, git {env['git_commit']}, "
-        f"{env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, load average "
-        f"{env['loadavg_start']} at start, {env.get('loadavg_end')} at end; complete: {report['complete']}.",
+        environment_sentence(report),
     ]
     return "\n".join(lines) + "\n"
 

@@ -39,7 +39,7 @@ from skbayes import SparseGPRegressor
 from skbayes._training import Callback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, named_results, run_saving  # noqa: E402
+from _common import environment, environment_sentence, limit_threads, loadavg, named_results, run_saving  # noqa: E402
 
 NOISE = 0.1
 N_FEATURES = 8
@@ -100,16 +100,13 @@ def markdown(report):
             f"| {r['test_rmse']:.4f} ({r['oracle_rmse']:.4f}) | {r['test_ll']:.3f} ({r['oracle_ll']:.3f}) "
             f"| {r['loadavg_before'][0]} / {r['loadavg_after'][0]} |"
         )
-    env = report["environment"]
     lines += [
         "",
         "SparseGPRegressor(random_state=0), every other parameter at its default, on X ~ N(0, I) and "
         "y = sum_j sin(x_j) + 0.1 noise; metrics on 10,000 fresh test rows in the units of y; oracle: the "
         "true function with the true noise. Fit time is wall clock (k-means and the closed-form q(u) "
         "included).",
-        f"Environment: torch {env['torch']}, skbayes {env['skbayes']}, git {env['git_commit']}, "
-        f"{env['torch_num_threads']} torch threads, {env['cpu_count']} CPUs, load average "
-        f"{env['loadavg_start']} at start, {env.get('loadavg_end')} at end; complete: {report['complete']}.",
+        environment_sentence(report),
     ]
     return "\n".join(lines) + "\n"
 
