@@ -166,6 +166,8 @@ def _module_contents():
             obj = getattr(module, name)
             canonical = _CANONICAL.get(id(obj), f"{modname}.{name}")
             own = canonical == f"{modname}.{name}" and not isinstance(obj, types.ModuleType)
+            if isinstance(obj, types.ModuleType):
+                continue  # a sub-module has a page of its own
             items.append({"name": name, "canonical": canonical, "own": own})
         contents[modname] = items
     return contents
@@ -200,6 +202,8 @@ def _skip_member(app, what, name, obj, skip, options):
     module = getattr(obj, "__module__", None) or getattr(owner, "__module__", None) or ""
     if callable(obj) and (module.startswith("torch") or module == "builtins"):
         return True
+    if callable(obj) and not inspect.getdoc(obj):
+        return True  # autodoc leaves undocumented members out; so do the tables
     return None
 
 
@@ -207,40 +211,47 @@ def _resolve_alias(app, env, node, contnode):
     """Resolve a reference to an skbayes object spelled by another path.
 
     Docstrings name objects where they are defined
-    (``skbayes.nn.layers.MeanFieldLinear``) or relative to their module
-    (``MeanFieldLinear`` inside ``skbayes.nn.networks.module``); the reference
-    documents each object once, under its shortest public path. Such a
-    reference is resolved to that page when the name imports to the same
-    Python object; a name that does not import still fails the build.
+    (``skbayes.nn.layers.MeanFieldLinear``) or relative to the module that
+    defines them (``MeanFieldLinear`` inside ``skbayes.nn.networks.module``);
+    the reference documents each object once, under its shortest public path.
+    Such a reference is resolved to that page when the name imports to the
+    same Python object; a name that does not import still fails the build.
     """
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"].lstrip(".~")
-    contexts = [node.get("py:module"), node.get("py:class")]
-    candidates = [target]
-    module = node.get("py:module") or ""
-    cls = node.get("py:class") or ""
+    contexts = []  # (documented module or class) the reference was written in
+    module, cls = node.get("py:module") or "", node.get("py:class") or ""
     if module:
-        candidates.append(f"{module}.{target}")
-        if cls:
-            candidates.append(f"{module}.{cls}.{target}")
-        try:  # names imported by the module that defines the documented object
-            obj = _import_dotted(f"{module}.{cls}" if cls else module)
-            home = obj.__module__ if not isinstance(obj, types.ModuleType) else obj.__name__
-            candidates.append(f"{home}.{target}")
-            if inspect.isclass(obj):
-                candidates.append(f"{home}.{obj.__qualname__}.{target}")
+        contexts.append(f"{module}.{cls}" if cls else module)
+    if node["refdoc"].startswith("generated/"):  # the object of an API page
+        contexts.append(node["refdoc"].removeprefix("generated/"))
+    candidates = [target]
+    for context in contexts:
+        candidates.append(f"{context}.{target}")
+        try:
+            obj = _import_dotted(context)
         except Exception:
-            pass
-    del contexts
+            continue
+        if isinstance(obj, types.ModuleType):
+            homes = [obj.__name__]
+        else:  # the names the defining module imports, and the defining class's
+            homes = [getattr(obj, "__module__", None) or ""]
+            if "." in getattr(obj, "__qualname__", ""):
+                homes.append(f"{homes[0]}.{obj.__qualname__.rpartition('.')[0]}")
+            if inspect.isclass(obj):
+                homes.append(f"{homes[0]}.{obj.__qualname__}")
+        candidates.extend(f"{home}.{target}" for home in homes if home)
     py = env.get_domain("py")
-    for candidate in candidates:
+    for candidate in dict.fromkeys(candidates):
+        if not candidate.startswith("skbayes."):
+            continue
         try:
             obj = _import_dotted(candidate)
         except Exception:
             continue
         name = _documented_name(obj, candidate)
-        if name is None or name == candidate and name == node["reftarget"]:
+        if name is None:
             continue
         for role in (node["reftype"], "obj"):
             newnode = py.resolve_xref(env, node["refdoc"], app.builder, role, name, node, contnode)
@@ -261,6 +272,32 @@ def _documented_name(obj, dotted):
     if inspect.isclass(parent) and id(parent) in _CANONICAL:
         return f"{_CANONICAL[id(parent)]}.{attr}"
     return None
+
+
+def _drop_torch_docstrings(app, what, name, obj, options, lines):
+    """Empty the docstrings skbayes' methods inherit from torch (``forward``, ``train``).
+
+    They are written for torch's documentation (Google style, references to
+    its own classes); an override without a docstring of its own is shown
+    without one.
+    """
+    if what not in ("method", "attribute", "property"):
+        return
+    owner_name, _, attr = name.rpartition(".")
+    try:
+        owner = _import_dotted(owner_name)
+    except Exception:
+        return
+    if not inspect.isclass(owner):
+        return
+    for klass in owner.__mro__:
+        member = klass.__dict__.get(attr)
+        if member is None:
+            continue
+        if getattr(inspect.unwrap(getattr(member, "__func__", member)), "__doc__", None):
+            if klass.__module__.startswith("torch"):
+                lines[:] = []
+            return
 
 
 _CITATION_REF = re.compile(r"\[([A-Za-z][\w-]*)\]_")
@@ -287,6 +324,29 @@ def _citation_definitions(docstring):
     return definitions
 
 
+def _list_uncited_references(lines):
+    """Turn the reference entries a docstring never cites into a plain list.
+
+    A module's docstring often lists the works its functions and classes
+    cite, not its own text; as citations they would be reported as
+    unreferenced, as list items they read the same.
+    """
+    cited = set(_CITATION_REF.findall("\n".join(lines)))
+    i = 0
+    while i < len(lines):
+        match = _CITATION_DEF.match(lines[i])
+        if match and match.group(2) not in cited:
+            indent = match.group(1)
+            lines[i : i + 1] = ["", f"{indent}- [{match.group(2)}]{match.group(3)}"]
+            i += 2
+            while i < len(lines) and lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) > len(indent):
+                lines[i] = indent + "  " + lines[i].lstrip()
+                i += 1
+            lines.insert(i, "")
+        else:
+            i += 1
+
+
 def _add_cited_references(app, what, name, obj, options, lines):
     """Copy into a docstring the references it cites but defines elsewhere.
 
@@ -298,6 +358,7 @@ def _add_cited_references(app, what, name, obj, options, lines):
     that every page lists the works it cites. A label defined nowhere is left
     alone, and fails the build.
     """
+    _list_uncited_references(lines)
     text = "\n".join(lines)
     defined = {m.group(2) for line in lines if (m := _CITATION_DEF.match(line))}
     missing = [label for label in dict.fromkeys(_CITATION_REF.findall(text)) if label not in defined]
@@ -351,6 +412,7 @@ def setup(app):
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("missing-reference", _resolve_alias)
     # Before numpydoc (priority 500) renames the citations of each docstring.
+    app.connect("autodoc-process-docstring", _drop_torch_docstrings, priority=390)
     app.connect("autodoc-process-docstring", _add_cited_references, priority=400)
 
 
