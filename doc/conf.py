@@ -81,12 +81,10 @@ _EXTERNAL = (
 )
 nitpick_ignore_regex = [
     (r"py:.*", _EXTERNAL + r"(\..*)?"),
-    # Builtins, and numpydoc's links for the words of a type ("int", "None",
-    # "array_like", ...), which point to the Python and NumPy docs.
+    # Python's builtins.
     (r"py:.*", r"(int|float|complex|str|bytes|bool|dict|list|tuple|set|frozenset|object"
                r"|type|slice|range|callable|Ellipsis|None|True|False|NotImplemented"
                r"|[A-Za-z]*(Error|Exception|Warning))"),
-    (r"(py:.*|std:ref|std:term)", r"(python|numpy):.*"),
     # User-guide labels and glossary terms of scikit-learn, in the docstrings
     # of the methods skbayes' estimators inherit from it (score, set_output,
     # get_metadata_routing, set_fit_request, ...).
@@ -181,7 +179,12 @@ def _xref_aliases():
     by_short = {}
     for canonical in _CANONICAL.values():
         by_short.setdefault(canonical.rpartition(".")[2], set()).add(canonical)
-    aliases = {canonical: canonical for canonical in _CANONICAL.values()}
+    # numpydoc's own aliases ("float" -> Python's docs, "array-like" -> NumPy's
+    # glossary) cannot resolve offline: those words stay plain text.
+    from numpydoc.xref import DEFAULT_LINKS
+
+    aliases = {word: word for word in DEFAULT_LINKS}
+    aliases.update({canonical: canonical for canonical in _CANONICAL.values()})
     # A short name that two objects share (SGHMC, Vadam) is linked only in full.
     aliases.update({short: names.pop() for short, names in by_short.items() if len(names) == 1})
     return aliases
