@@ -105,6 +105,12 @@ References
 """
 
 from ._classification import expected_calibration_error, reliability_diagram
+from ._plot import (
+    PredictionIntervalDisplay,
+    RegressionCalibrationDisplay,
+    ReliabilityDisplay,
+    TrainingCurveDisplay,
+)
 from ._regression import (
     crps_ensemble,
     crps_gaussian,
@@ -121,6 +127,10 @@ from ._regression import (
 from ._scorer import get_scorer, get_scorer_names, make_probabilistic_scorer
 
 __all__ = [
+    "PredictionIntervalDisplay",
+    "RegressionCalibrationDisplay",
+    "ReliabilityDisplay",
+    "TrainingCurveDisplay",
     "crps_ensemble",
     "crps_gaussian",
     "expected_calibration_error",
