@@ -266,7 +266,7 @@ class RegressionCalibrationDisplay:
             xlabel, ylabel = "nominal coverage of the central interval", "observed fraction inside"
         else:
             xlabel, ylabel = "quantile level p", "observed fraction below the p-quantile"
-        ax.set(xlabel=xlabel, ylabel=ylabel, xlim=(0, 1), ylim=(0, 1))
+        ax.set(xlabel=xlabel, ylabel=ylabel, xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
         ax.legend(loc="upper left")
         self.ax_, self.figure_ = ax, ax.figure
         return self
@@ -890,7 +890,8 @@ class ReliabilityDisplay:
             self.confidence[filled], self.accuracy[filled],
             **{"marker": "s", "label": f"{label} (ECE = {self.ece:.3f})", **kwargs},
         )
-        ax.set(xlabel="confidence (mean top-label probability)", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
+        ax.set(xlabel="confidence (mean top-label probability)", ylabel="accuracy")
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
         handles, labels = ax.get_legend_handles_labels()
         self.uncertainty_lines_, self.uncertainty_ax_ = {}, None
         if self.uncertainty:
