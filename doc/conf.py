@@ -61,7 +61,6 @@ exclude_patterns = [
     "auto_examples/*.md5",
     "auto_examples/*.json",
     "auto_examples/*.pickle",
-    "**/sg_execution_times.rst",
 ]
 language = "en"
 default_role = "literal"  # `x` in a docstring is code, as in numpydoc's style
@@ -446,6 +445,8 @@ sphinx_gallery_conf = {
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
     "min_reported_time": 1,
+    # No sg_execution_times page (it loads its table scripts from a CDN).
+    "write_computation_times": False,
     "show_memory": False,
     "download_all_examples": False,
     "show_signature": False,

@@ -100,7 +100,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     images (stride-2 convolutions down, transposed convolutions up, Bruno
     2022, section 4.4), and any torch modules may be passed instead.
 
-    Read more in the :doc:`User Guide <vae>` (``doc/vae.md``).
+    Read more in the :doc:`User Guide </vae>` (``doc/vae.md``).
 
     Parameters
     ----------
