@@ -111,7 +111,9 @@ def site(tmp_path_factory):
     for requirement in DOC_REQUIREMENTS:
         pytest.importorskip(requirement, reason="the doc extra is not installed: pip install .[doc]")
     work = tmp_path_factory.mktemp("docs")
-    ignore = shutil.ignore_patterns("_build", "generated", "auto_examples", "__pycache__", "output", "*.pyc")
+    ignore = shutil.ignore_patterns(
+        "_build", "generated", "auto_examples", "sg_execution_times.rst", "__pycache__", "output", "*.pyc"
+    )
     shutil.copytree(ROOT / "doc", work / "doc", ignore=ignore)
     shutil.copytree(ROOT / "examples", work / "examples", ignore=ignore)
     env = dict(os.environ, MPLBACKEND="Agg")
