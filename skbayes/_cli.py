@@ -90,6 +90,15 @@ def _estimator_classes():
     return {name: getattr(skbayes, name) for name in sorted(names)}
 
 
+def _count(n, noun):
+    return f"{int(n)} {noun}" + ("" if n == 1 else "s")
+
+
+def _rows(index):
+    """'row 3' or 'rows 3, 5, 8 and 2 more'."""
+    return ("row " if len(index) == 1 else "rows ") + _quote_list(list(index), 3)
+
+
 def _quote_list(values, limit=5):
     values = [repr(v) if not isinstance(v, str) else f"'{v}'" for v in values]
     more = f" and {len(values) - limit} more" if len(values) > limit else ""
@@ -373,8 +382,8 @@ def _select_columns(frame, target, features, exclude, categorical, max_categorie
             stray = values[numbers.isna() & values.notna()]
             if numbers.notna().mean() >= 0.5 and len(stray):
                 raise ValueError(
-                    f"{source}: column '{column}' looks numeric but holds {len(stray)} non-numeric values "
-                    f"such as {stray.iloc[0]!r} (row {stray.index[0]}); clean it, or list it in --categorical"
+                    f"{source}: column '{column}' looks numeric but holds {_count(len(stray), 'non-numeric value')} "
+                    f"such as {stray.iloc[0]!r} ({_rows(stray.index)}); clean it, or list it in --categorical"
                 )
         n_distinct = values.nunique(dropna=True)
         if column not in categorical and n_distinct > max_categories:
@@ -391,10 +400,9 @@ def _check_missing(frame, columns, source):
     for column in columns:
         missing = frame[column].isna()
         if missing.any():
-            rows = _quote_list(list(frame.index[missing]), 3)
             raise ValueError(
-                f"{source}: column '{column}' has {int(missing.sum())} missing values (rows {rows}); "
-                "fill or drop them first"
+                f"{source}: column '{column}' has {_count(missing.sum(), 'missing value')} "
+                f"({_rows(frame.index[missing])}); fill or drop them first"
             )
 
 
@@ -557,7 +565,7 @@ def _features_of(model, frame, source):
                 new = list(dict.fromkeys(values[unseen]))
                 raise ValueError(
                     f"{source}: column '{column}' has categories not seen in fit: {_quote_list(new, 3)} "
-                    f"(rows {_quote_list(list(values.index[unseen]), 3)})"
+                    f"({_rows(values.index[unseen])})"
                 )
         elif not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             numbers = pd.to_numeric(values, errors="coerce")
