@@ -72,6 +72,9 @@ _MAX_INTEGER_CLASSES = 20
 # Default of --max-categories: a non-numeric feature with more distinct
 # values is refused (free text, identifiers, dates).
 MAX_CATEGORIES = 50
+# A non-numeric feature with a different value in each of at least this many
+# rows is refused as an identifier (each category would be seen once).
+_MIN_ROWS_FOR_IDENTIFIER = 10
 # Format of the model file written by fit_table/save.
 _MODEL_FORMAT = "skbayes-cli-model/1"
 
@@ -390,6 +393,11 @@ def _select_columns(frame, target, features, exclude, categorical, max_categorie
             raise ValueError(
                 f"{source}: column '{column}' is non-numeric with {n_distinct} distinct values, more than "
                 f"--max-categories={max_categories}; leave it out with --exclude, or raise --max-categories"
+            )
+        if column not in categorical and n_distinct == len(values) >= _MIN_ROWS_FOR_IDENTIFIER:
+            raise ValueError(
+                f"{source}: column '{column}' is non-numeric with a different value in every row (an identifier "
+                "or free text?); leave it out with --exclude, or list it in --categorical"
             )
         if column not in categorical:
             categorical.append(column)
