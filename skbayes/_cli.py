@@ -1035,7 +1035,7 @@ def make_cli():
         predictions = run(predict_table, model, frame, coverage=coverage, id_column=id_column, source=source)
         write_csv(predictions, output)
 
-    @cli.command()
+    @cli.command(short_help="Print test log-likelihood, error, coverage and calibration on TABLE.")
     @table_argument
     @click.option("--model", "-m", "model_path", type=click.Path(path_type=Path), default=None,
                   help="The model file written by skbayes fit (default: model.joblib with a TABLE; without "
