@@ -663,7 +663,7 @@ _METRICS = {
         "rmse": "root mean squared error of the mean (units of y)",
         "coverage": "fraction of y inside the central {coverage} interval",
         "interval_width": "mean width of the central {coverage} interval (units of y)",
-        "calibration_error": "RMS calibration error of the Gaussian N(mean, std^2), 20 levels",
+        "calibration_error": "RMS gap of observed to nominal coverage, central intervals of N(mean, std^2), 20 levels",
     },
     "classification": {
         "log_likelihood": "test log-likelihood, mean log p(y | x) per row (nats) = -log loss",
@@ -714,8 +714,8 @@ def evaluate_table(model, frame, *, coverage=0.95, source="TABLE"):
         ``lower``/``upper`` columns of :func:`predict_table`),
         ``interval_width`` (:func:`~skbayes.metrics.mean_interval_width`)
         and ``calibration_error``
-        (:func:`~skbayes.metrics.regression_calibration_error` of
-        N(mean, std^2)). Classification: ``log_likelihood`` (minus
+        (:func:`~skbayes.metrics.regression_calibration_error` of the
+        central intervals of N(mean, std^2), as in the calibration figure). Classification: ``log_likelihood`` (minus
         :func:`sklearn.metrics.log_loss`), ``accuracy``,
         ``calibration_error``
         (:func:`~skbayes.metrics.expected_calibration_error`) and the
@@ -753,7 +753,7 @@ def evaluate_table(model, frame, *, coverage=0.95, source="TABLE"):
             "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
             "coverage": interval_coverage(y, lower, upper),
             "interval_width": mean_interval_width(lower, upper),
-            "calibration_error": regression_calibration_error(y, mean, y_std=std),
+            "calibration_error": regression_calibration_error(y, mean, y_std=std, method="central"),
         }
     else:
         classes = model["classes"]

@@ -1,7 +1,7 @@
 """The ``skbayes`` command: end to end in a subprocess, error cases in process.
 
-The subprocess runs (``python -m skbayes``, each importing torch) are few:
-fit and predict on a small CSV, and the run without a file. The rest goes
+The subprocess runs (``python -m skbayes``, each importing torch) are two:
+predict on a small CSV from a model file, and the run without a file. The rest goes
 through click's CliRunner in this process, on the same tiny tables, with
 fits of a few epochs.
 """
@@ -45,7 +45,8 @@ def metric_values(output):
     """evaluate's table as {metric: value}."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["metric", "value"])
-    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:] if line.strip()}
+    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:]
+            if line.strip() and not line.startswith("saved ")}
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +70,10 @@ def tables(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def regression_run(tables):
-    """fit and predict in subprocesses: the model file and the predictions CSV."""
-    fit = run_skbayes("fit", "train.csv", *FIT_OPTIONS, "-o", "reg.joblib", cwd=tables)
-    assert fit.returncode == 0, fit.stderr
-    assert "saved reg.joblib" in fit.stdout
+    """fit here, predict in a subprocess from the file: the model file and the predictions CSV."""
+    fit = invoke("fit", tables / "train.csv", *FIT_OPTIONS, "-o", tables / "reg.joblib")
+    assert fit.exit_code == 0, fit.output
+    assert "saved" in fit.stdout and "regression of 'y' on 3 features, 40 rows" in fit.stdout
     predict = run_skbayes("predict", "test.csv", "-m", "reg.joblib", "-o", "pred.csv", cwd=tables)
     assert predict.returncode == 0, predict.stderr
     return tables / "reg.joblib", tables / "pred.csv"
@@ -133,8 +134,13 @@ def test_classification_round_trip(tables, tmp_path):
     np.testing.assert_allclose(predictions["variation_ratio"], 1 - proba.max(axis=1), rtol=1e-6)
     assert (predictions["mutual_information"] >= 0).all()
 
-    result = invoke("evaluate", tables / "test.csv", "-m", model_path)
+    result = invoke("evaluate", tables / "test.csv", "-m", model_path, "--figures", tmp_path / "figures",
+                    "--predictions", tmp_path / "evaluated.csv")
     assert result.exit_code == 0, result.output
+    evaluated = pd.read_csv(tmp_path / "evaluated.csv")
+    np.testing.assert_array_equal(evaluated["row"], np.arange(20))
+    pd.testing.assert_frame_equal(evaluated.iloc[:, 1:], predictions.iloc[:, 1:])
+    assert (tmp_path / "figures" / "reliability.png").read_bytes().startswith(b"\x89PNG")
     printed = metric_values(result.stdout)
     y = pd.read_csv(tables / "test.csv")["label"].to_numpy()
     true_proba = np.where(y == "pos", predictions["proba_pos"], predictions["proba_neg"])
@@ -143,8 +149,10 @@ def test_classification_round_trip(tables, tmp_path):
 
 
 def test_no_file_runs_on_a_scikit_learn_dataset(tmp_path):
-    result = run_skbayes("evaluate", "--max-iter", "20", cwd=tmp_path)
+    result = run_skbayes("evaluate", "--max-iter", "20", "--figures", "figures", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    for name in ("calibration.png", "prediction_intervals.png"):
+        assert (tmp_path / "figures" / name).read_bytes().startswith(b"\x89PNG")
     assert "diabetes (test split), 111 rows" in result.stdout
     printed = metric_values(result.stdout)
     assert set(printed) == {"log_likelihood", "rmse", "coverage", "interval_width", "calibration_error"}
