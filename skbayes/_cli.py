@@ -987,12 +987,18 @@ def make_cli():
 
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(skbayes.__version__, prog_name="skbayes")
-    def cli():
+    @click.option("--threads", type=click.IntRange(1), default=None,
+                  help="CPU threads of torch (torch.set_num_threads; default: torch's own).")
+    def cli(threads):
         """Fit, predict and evaluate skbayes estimators on a CSV or Parquet table.
 
         Without a TABLE, the commands run on a dataset that ships with
         scikit-learn (--dataset), split into a training and a test part.
         """
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
 
     @cli.command()
     @table_argument

@@ -149,7 +149,7 @@ def test_classification_round_trip(tables, tmp_path):
 
 
 def test_no_file_runs_on_a_scikit_learn_dataset(tmp_path):
-    result = run_skbayes("evaluate", "--max-iter", "20", "--figures", "figures", cwd=tmp_path)
+    result = run_skbayes("--threads", "1", "evaluate", "--max-iter", "20", "--figures", "figures", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for name in ("calibration.png", "prediction_intervals.png"):
         assert (tmp_path / "figures" / name).read_bytes().startswith(b"\x89PNG")
