@@ -25,3 +25,11 @@ def test_render_fills_a_block(tmp_path):
     out = render_docs.render(text, tmp_path)
     assert out == "x\n<!-- BEGIN results: r.md -->\n\n| a |\n|---|\n| 1 |\n\n<!-- END results -->\ny\n"
     assert render_docs.render(out, tmp_path) == out  # idempotent
+
+
+def test_render_turns_a_result_files_heading_into_a_bold_line(tmp_path):
+    (tmp_path / "r.md").write_text("# Results (M=100)\n\n| a |\n|---|\n| 1 |\n")
+    text = "# Page\n<!-- BEGIN results: r.md -->\n<!-- END results -->\n"
+    out = render_docs.render(text, tmp_path)
+    assert out == "# Page\n<!-- BEGIN results: r.md -->\n\n**Results (M=100)**\n\n| a |\n|---|\n| 1 |\n\n<!-- END results -->\n"
+    assert out.count("\n# ") == 0 and out.startswith("# Page")

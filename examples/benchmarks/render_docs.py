@@ -8,7 +8,9 @@ A page marks a block with
 
 and this script replaces what lies between the two markers with the named
 Markdown result files (written by the benchmark scripts next to their JSON),
-one after the other. ``tests/test_doc_results.py`` checks that every block
+one after the other. A heading line of a result file (``# Title``) is pasted as
+a bold line (``**Title**``), so that the page keeps one title and its own
+heading levels. ``tests/test_doc_results.py`` checks that every block
 in ``doc/`` equals what this script would write, so the numbers on the pages
 are those of the committed result files.
 
@@ -27,11 +29,24 @@ ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"(<!-- BEGIN results: (?P<files>[^>]*?) -->\n)(?P<body>.*?)(<!-- END results -->)", re.S)
 
 
+HEADING = re.compile(r"^#{1,6} +(?P<title>.+?) *#* *$", re.M)
+
+
+def paste(result):
+    """The text of a result file as it goes into a page: headings (outside code fences) become bold lines."""
+    lines, fenced = [], False
+    for line in result.strip().split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        lines.append(line if fenced else HEADING.sub(lambda m: f"**{m.group('title')}**", line))
+    return "\n".join(lines) + "\n"
+
+
 def render(text, root=ROOT):
     """``text`` with every results block filled from its files (a missing file raises FileNotFoundError)."""
 
     def fill(match):
-        parts = [(root / name).read_text().strip() + "\n" for name in match.group("files").split()]
+        parts = [paste((root / name).read_text()) for name in match.group("files").split()]
         return match.group(1) + "\n" + "\n".join(parts) + "\n" + match.group(4)
 
     return BLOCK.sub(fill, text)

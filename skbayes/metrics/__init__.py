@@ -1,4 +1,4 @@
-"""Proper scoring rules and calibration diagnostics for probabilistic predictions.
+"""Proper scoring rules, calibration diagnostics and their plots for probabilistic predictions.
 
 Regression metrics take a point prediction and a predictive standard deviation
 (the Gaussian ``N(y_pred, y_std**2)`` of ``predict(X, return_std=True)``),
@@ -86,6 +86,25 @@ that picks ``best_params_``:
 
 :func:`~sklearn.model_selection.cross_validate` takes the same dict.
 
+Four displays in scikit-learn's visualisation style draw these diagnostics
+with matplotlib (the optional ``plot`` extra, ``pip install
+"skbayes[plot]"``, imported only when a display draws). Each has
+``from_estimator`` and ``from_predictions`` constructors that compute the
+arrays with the functions above and store them as attributes, and a
+``plot(ax=None, ...)`` method that sets ``ax_``, ``figure_`` and the artists:
+
+* :class:`RegressionCalibrationDisplay`: observed against nominal coverage
+  of the central intervals (or quantiles), from the estimator's own
+  ``predict_interval`` where it has one, else the Gaussian;
+* :class:`PredictionIntervalDisplay`: the intervals against the truth, the
+  epistemic band ``mean -/+ z * epistemic_std`` inside the total one
+  ``mean -/+ z * std``, along a feature or the rank of the prediction;
+* :class:`ReliabilityDisplay`: a classifier's accuracy against confidence
+  per bin, its ECE, and the mean predictive entropy and mutual information
+  per bin;
+* :class:`TrainingCurveDisplay`: ``loss_curve_`` and ``validation_scores_``
+  per epoch.
+
 References
 ----------
 .. [1] T. Gneiting and A. E. Raftery, "Strictly proper scoring rules,
@@ -105,6 +124,12 @@ References
 """
 
 from ._classification import expected_calibration_error, reliability_diagram
+from ._plot import (
+    PredictionIntervalDisplay,
+    RegressionCalibrationDisplay,
+    ReliabilityDisplay,
+    TrainingCurveDisplay,
+)
 from ._regression import (
     crps_ensemble,
     crps_gaussian,
@@ -121,6 +146,10 @@ from ._regression import (
 from ._scorer import get_scorer, get_scorer_names, make_probabilistic_scorer
 
 __all__ = [
+    "PredictionIntervalDisplay",
+    "RegressionCalibrationDisplay",
+    "ReliabilityDisplay",
+    "TrainingCurveDisplay",
     "crps_ensemble",
     "crps_gaussian",
     "expected_calibration_error",

@@ -123,6 +123,11 @@ def reliability_diagram(y_true, y_proba, *, n_bins=15, strategy="uniform", label
     .. [1] C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On calibration of
        modern neural networks", ICML 2017.
     """
+    return _reliability_bins(y_true, y_proba, n_bins, strategy, labels)[0]
+
+
+def _reliability_bins(y_true, y_proba, n_bins, strategy, labels):
+    """:func:`reliability_diagram`'s Bunch, and the bin of each row (ndarray of int of shape (n_samples,))."""
     n_bins = _check_n(n_bins, "n_bins", 1)
     if strategy not in _BIN_STRATEGIES:
         raise ValueError(f"strategy must be one of {_BIN_STRATEGIES}; got {strategy!r}.")
@@ -139,10 +144,9 @@ def reliability_diagram(y_true, y_proba, *, n_bins=15, strategy="uniform", label
     bins = np.searchsorted(edges[1:-1], confidence, side="left")
     n_out = edges.size - 1
     count = np.bincount(bins, minlength=n_out)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_confidence = np.bincount(bins, weights=confidence, minlength=n_out) / count
-        accuracy = np.bincount(bins, weights=correct, minlength=n_out) / count
-    return Bunch(bin_edges=edges, confidence=mean_confidence, accuracy=accuracy, count=count)
+    mean_confidence = _bin_means(bins, confidence, count)
+    accuracy = _bin_means(bins, correct, count)
+    return Bunch(bin_edges=edges, confidence=mean_confidence, accuracy=accuracy, count=count), bins
 
 
 def expected_calibration_error(y_true, y_proba, *, n_bins=15, strategy="uniform", labels=None):
@@ -194,3 +198,9 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=15, strategy="uniform"
     filled = diagram.count > 0
     gaps = np.abs(diagram.accuracy[filled] - diagram.confidence[filled])
     return float(np.sum(diagram.count[filled] * gaps) / diagram.count.sum())
+
+
+def _bin_means(bins, values, count):
+    """Mean of ``values`` (shape (n_samples,)) over the rows of each bin; NaN for an empty bin."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(bins, weights=values, minlength=count.size) / count
