@@ -21,13 +21,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor
-from skbayes.metrics import interval_coverage, regression_calibration_curve
+from skbayes.metrics import PredictionIntervalDisplay, RegressionCalibrationDisplay, interval_coverage
 
 rng = np.random.RandomState(0)
 
 
-def make_data(n):
-    x = np.concatenate([rng.uniform(-4, -1, n // 2), rng.uniform(1.5, 4, n - n // 2)])
+def make_data(n, wide=False):
+    if wide:  # anywhere in [-7, 7], the gap and beyond the data included
+        x = rng.uniform(-7, 7, n)
+    else:
+        x = np.concatenate([rng.uniform(-4, -1, n // 2), rng.uniform(1.5, 4, n - n // 2)])
     return x[:, None], np.sin(x) + 0.2 * rng.randn(n)
 
 
@@ -46,35 +49,32 @@ print(f"test RMSE {np.sqrt(np.mean((mean - y_test) ** 2)):.3f}, mean predictive 
 
 # %%
 # The estimator's other methods take the transformed inputs: central
-# intervals from the Monte-Carlo predictive mixture, and the two parts of
-# the predictive standard deviation.
+# intervals of the Monte-Carlo predictive mixture, and the two parts of the
+# predictive standard deviation.
 model, scaler = pipe[-1], pipe[:-1]
 lower, upper = model.predict_interval(scaler.transform(X_test), coverage=0.9)
 print(f"coverage of the 90% interval on the test rows: {interval_coverage(y_test, lower, upper):.3f}")
 
 X_grid = np.linspace(-7, 7, 400)[:, None]
 unc = model.predict_uncertainty(scaler.transform(X_grid))
-lo_grid, hi_grid = model.predict_interval(scaler.transform(X_grid), coverage=0.9)
 
 # %%
 # Epistemic and aleatoric uncertainty
 # -----------------------------------
-# The 90% predictive interval (light) and the 90% band of the epistemic part
-# alone, mean -/+ 1.645 epistemic standard deviations (dark). Between the clusters and beyond them
-# the model's uncertainty about the function grows.
-x = X_grid[:, 0]
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
-ax0.fill_between(x, lo_grid, hi_grid, color="C0", alpha=0.2, label="90% predictive interval")
-ax0.fill_between(x, unc.mean - 1.645 * unc.epistemic_std, unc.mean + 1.645 * unc.epistemic_std,
-                 color="C0", alpha=0.4, label="epistemic 90% band")
-ax0.plot(x, unc.mean, "C0", label="predictive mean")
-ax0.plot(x, np.sin(x), "k--", lw=1, label="sin(x)")
-ax0.scatter(X_train[:, 0], y_train, s=6, c="k", alpha=0.5, label="training data")
-ax0.set(xlabel="x", ylabel="y", ylim=(-4, 4))
+# Left: rows drawn anywhere in [-7, 7], with the 90% band of the predictive
+# distribution (light) and of its epistemic part alone (dark). Right: the
+# two standard deviations along x. Between the clusters and beyond them the
+# model's uncertainty about the function grows; the noise level does not.
+X_wide, y_wide = make_data(300, wide=True)
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+PredictionIntervalDisplay.from_estimator(pipe, X_wide, y_wide, feature=0, coverage=0.9, ax=ax0,
+                                         scatter_kwargs={"s": 4})
+ax0.scatter(X_train[:, 0], y_train, s=4, c="C3", label="training rows")
+ax0.set(xlabel="x", ylim=(-4, 4))
 ax0.legend(fontsize=7, loc="lower left")
-ax1.plot(x, unc.epistemic_std, label="epistemic std")
-ax1.plot(x, unc.aleatoric_std, label="aleatoric std")
-ax1.axvspan(-1, 1.5, color="grey", alpha=0.15, label="gap in the data")
+ax1.plot(X_grid[:, 0], unc.epistemic_std, label="epistemic std")
+ax1.plot(X_grid[:, 0], unc.aleatoric_std, label="aleatoric std")
+ax1.axvspan(-1, 1.5, color="grey", alpha=0.15, label="gap in the training rows")
 ax1.set(xlabel="x", ylabel="standard deviation")
 ax1.legend(fontsize=8)
 fig.tight_layout()
@@ -83,12 +83,8 @@ fig.tight_layout()
 # Calibration on the test rows
 # ----------------------------
 # For each nominal level p, the fraction of test targets inside the central
-# interval of coverage p of the Gaussian N(mean, std^2). A calibrated model
-# follows the diagonal.
-expected, observed = regression_calibration_curve(y_test, mean, y_std=std, method="central")
-fig, ax = plt.subplots(figsize=(4, 4))
-ax.plot([0, 1], [0, 1], "k--", lw=1, label="ideal")
-ax.plot(expected, observed, "o-", ms=3, label="BayesianMLPRegressor")
-ax.set(xlabel="nominal coverage", ylabel="observed coverage", xlim=(0, 1), ylim=(0, 1))
-ax.legend()
+# interval of coverage p (``predict_interval``). A calibrated model follows
+# the diagonal; below it, the intervals are too narrow.
+fig, ax = plt.subplots(figsize=(5, 4.5))
+RegressionCalibrationDisplay.from_estimator(pipe, X_test, y_test, name="BayesianMLPRegressor", ax=ax)
 plt.show()
