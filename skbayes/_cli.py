@@ -614,7 +614,9 @@ def predict_table(model, frame, *, coverage=0.95, id_column=None, source="TABLE"
         y; ``predict(X, return_std=True)``) and ``lower``, ``upper`` (the
         central ``coverage`` interval of ``predict_interval``, the
         predictive's quantiles where the estimator has them, else ``mean
-        -/+ z std``). Classification: ``prediction`` (the most probable
+        -/+ z std``), and where the estimator has ``predict_uncertainty``,
+        ``epistemic_std`` and ``aleatoric_std`` (the model and noise parts
+        of ``std``, units of y). Classification: ``prediction`` (the most probable
         class), ``proba_<class>`` for each class (``predict_proba``, rows
         sum to 1) and the uncertainty measures of ``predict_uncertainty``
         in nats: ``predictive_entropy`` (total), ``expected_entropy``
@@ -643,6 +645,11 @@ def predict_table(model, frame, *, coverage=0.95, id_column=None, source="TABLE"
         mean, std = pipeline.predict(X, return_std=True)
         lower, upper = _central_interval(pipeline, X, coverage)
         out["mean"], out["std"], out["lower"], out["upper"] = mean, std, lower, upper
+        step, Xt = _step_with(pipeline, X, "predict_uncertainty")
+        if step is not None:
+            parts = step.predict_uncertainty(Xt)
+            out["epistemic_std"] = np.asarray(parts.epistemic_std).reshape(len(out))
+            out["aleatoric_std"] = np.asarray(parts.aleatoric_std).reshape(len(out))
         return out
     proba = pipeline.predict_proba(X)
     out["prediction"] = pipeline.predict(X)
@@ -802,7 +809,8 @@ def save_figures(model, y, predictions, directory, *, coverage=0.95, name=None):
     (:class:`~skbayes.metrics.RegressionCalibrationDisplay` of N(mean,
     std^2)) and ``prediction_intervals.png``
     (:class:`~skbayes.metrics.PredictionIntervalDisplay`, rows sorted by
-    the mean). Classification: ``reliability.png``
+    the mean, the epistemic band shaded apart from the total where the
+    predictions have ``epistemic_std``). Classification: ``reliability.png``
     (:class:`~skbayes.metrics.ReliabilityDisplay` with the mean predictive
     entropy and mutual information per bin).
 
@@ -846,8 +854,13 @@ def save_figures(model, y, predictions, directory, *, coverage=0.95, name=None):
         figures["calibration.png"] = RegressionCalibrationDisplay.from_predictions(
             y, mean, y_std=std, name=name, ax=Figure().subplots()
         )
+        if "epistemic_std" in predictions:
+            bands = {"epistemic_std": predictions["epistemic_std"].to_numpy(),
+                     "aleatoric_std": predictions["aleatoric_std"].to_numpy()}
+        else:
+            bands = {"y_std": std}
         figures["prediction_intervals.png"] = PredictionIntervalDisplay.from_predictions(
-            y, mean, y_std=std, coverage=coverage, name=name, ax=Figure().subplots()
+            y, mean, **bands, coverage=coverage, name=name, ax=Figure().subplots()
         )
     else:
         classes = model["classes"]

@@ -83,7 +83,7 @@ def test_regression_round_trip(tables, regression_run):
     model_path, predictions_path = regression_run
     predictions = pd.read_csv(predictions_path)
     test = pd.read_csv(tables / "test.csv")
-    assert list(predictions.columns) == ["row", "mean", "std", "lower", "upper"]
+    assert list(predictions.columns) == ["row", "mean", "std", "lower", "upper", "epistemic_std", "aleatoric_std"]
     np.testing.assert_array_equal(predictions["row"], np.arange(20))
 
     # The saved pipeline, loaded here, predicts what the command wrote.
@@ -100,6 +100,9 @@ def test_regression_round_trip(tables, regression_run):
     lower, upper = pipeline[-1].predict_interval(pipeline[:-1].transform(X), coverage=0.95)
     np.testing.assert_allclose(predictions["lower"], lower, rtol=1e-12)
     np.testing.assert_allclose(predictions["upper"], upper, rtol=1e-12)
+    parts = pipeline[-1].predict_uncertainty(pipeline[:-1].transform(X))
+    np.testing.assert_allclose(predictions["epistemic_std"], parts.epistemic_std, rtol=1e-12)
+    np.testing.assert_allclose(predictions["aleatoric_std"], parts.aleatoric_std, rtol=1e-12)
 
     # evaluate's table agrees with the metrics computed from the CSV.
     result = invoke("evaluate", tables / "test.csv", "-m", model_path)
