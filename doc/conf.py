@@ -13,6 +13,7 @@ so references to numpy, torch, scikit-learn and the like are rendered
 without links (``nitpick_ignore_regex`` below).
 """
 
+import functools
 import importlib
 import inspect
 import os
@@ -124,8 +125,17 @@ def _public_modules():
     return sorted(names, key=lambda n: (n.count("."), n))
 
 
+def _key(name, obj):
+    """What identifies an exported object: itself, or for a scalar its name too.
+
+    Equal small numbers and strings may be one Python object; a scalar
+    constant is the same export only under the same name.
+    """
+    return (name, id(obj)) if isinstance(obj, (bool, int, float, str)) else id(obj)
+
+
 def _canonical_names():
-    """Map ``id(obj)`` of each public object to the one name it is documented under.
+    """Map each public object (its ``_key``) to the one name it is documented under.
 
     The name is the shortest public path that exports the object in its
     ``__all__`` (``skbayes.nn.MeanFieldLinear`` rather than
@@ -138,9 +148,7 @@ def _canonical_names():
         canonical.setdefault(id(module), modname)
         for name in getattr(module, "__all__", ()):
             obj = getattr(module, name)
-            if isinstance(obj, (bool, int, float, str)):
-                continue  # may share its id with an equal value: referenced by its name
-            canonical.setdefault(id(obj), f"{modname}.{name}")
+            canonical.setdefault(_key(name, obj), f"{modname}.{name}")
     return canonical
 
 
@@ -161,7 +169,7 @@ def _module_contents():
             if name.startswith("__"):
                 continue
             obj = getattr(module, name)
-            canonical = _CANONICAL.get(id(obj), f"{modname}.{name}")
+            canonical = _CANONICAL.get(_key(name, obj), f"{modname}.{name}")
             own = canonical == f"{modname}.{name}" and not isinstance(obj, types.ModuleType)
             if isinstance(obj, types.ModuleType):
                 continue  # a sub-module has a page of its own
@@ -264,9 +272,9 @@ def _resolve_alias(app, env, node, contnode):
 
 def _documented_name(obj, dotted):
     """The name ``obj`` is documented under, for members too (``Class.method``)."""
-    if id(obj) in _CANONICAL:
-        return _CANONICAL[id(obj)]
     owner, _, attr = dotted.rpartition(".")
+    if _key(attr, obj) in _CANONICAL:
+        return _CANONICAL[_key(attr, obj)]
     try:
         parent = _import_dotted(owner)
     except Exception:
@@ -300,6 +308,38 @@ def _drop_torch_docstrings(app, what, name, obj, options, lines):
             if klass.__module__.startswith("torch"):
                 lines[:] = []
             return
+
+
+@functools.cache
+def _attribute_comments(modname):
+    """``{name: lines}`` of the ``#:`` comments above a module's assignments."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    try:
+        docs = ModuleAnalyzer.for_module(modname).find_attr_docs()
+    except Exception:
+        return {}
+    return {name: list(lines) for (namespace, name), lines in docs.items() if namespace == ""}
+
+
+def _constant_docstring(app, what, name, obj, options, lines):
+    """Document a re-exported constant by the ``#:`` comment where it is assigned.
+
+    autodoc reads the comments of the module a constant is documented under
+    (``skbayes.nn``), not of the one that assigns it (``skbayes.nn.functional``),
+    and would show the docstring of its type (``float``) instead.
+    """
+    if what != "data":
+        return
+    modname, _, attr = name.rpartition(".")
+    if attr in _attribute_comments(modname):
+        return
+    for other in sorted(m for m in sys.modules if m == "skbayes" or m.startswith("skbayes.")):
+        if getattr(sys.modules[other], attr, None) is obj and attr in _attribute_comments(other):
+            lines[:] = _attribute_comments(other)[attr]
+            return
+    if "\n".join(lines).strip() == inspect.cleandoc(type(obj).__doc__ or ""):
+        lines[:] = []  # not the docstring of ``tuple``
 
 
 _CITATION_REF = re.compile(r"\[([A-Za-z][\w-]*)\]_")
@@ -395,6 +435,24 @@ def _add_cited_references(app, what, name, obj, options, lines):
         index += len(entry)
 
 
+_MANGLED_CITATION = re.compile(r"^\[R[0-9a-f]+-(.+)\]$")
+
+
+def _relabel_summary_citations(app, doctree):
+    """Show ``[RW2006]``, not numpydoc's ``[R1a2b...-RW2006]``, in the summary tables.
+
+    numpydoc restores the labels of the citations on the page of the docstring
+    that defines them; a summary line copied into an autosummary table (the
+    API page, a module's page) cites the same entry from another page.
+    """
+    from docutils import nodes
+    from sphinx.addnodes import pending_xref
+
+    for node in doctree.findall(pending_xref):
+        if node.get("refdomain") == "citation" and (match := _MANGLED_CITATION.match(node.astext())):
+            node.replace(node[0], nodes.Text(f"[{match.group(1)}]"))
+
+
 def _import_dotted(dotted):
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
@@ -413,8 +471,10 @@ def _import_dotted(dotted):
 def setup(app):
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("missing-reference", _resolve_alias)
+    app.connect("doctree-read", _relabel_summary_citations)
     # Before numpydoc (priority 500) renames the citations of each docstring.
     app.connect("autodoc-process-docstring", _drop_torch_docstrings, priority=390)
+    app.connect("autodoc-process-docstring", _constant_docstring, priority=390)
     app.connect("autodoc-process-docstring", _add_cited_references, priority=400)
 
 

@@ -618,6 +618,9 @@ def _lsuv(network, X, Y, *, prior_scale, noise_std, generator, batch_size=_IBLM_
         _set_layer(layer, mean, 1.0 / math.sqrt(max(layer.in_features, 1)))
 
 
+#: The initialisations of a :class:`~skbayes.nn.BayesianMLP` by name
+#: (``fn(network, X, Y, *, prior_scale, noise_std, generator)``; the module
+#: docstring describes each).
 INITIALIZATIONS = {
     "default": _default,
     "iblm": iblm_init,
