@@ -21,7 +21,6 @@ import pkgutil
 import re
 import sys
 import types
-import warnings
 from pathlib import Path
 
 DOC_DIR = Path(__file__).resolve().parent
@@ -66,7 +65,6 @@ exclude_patterns = [
 language = "en"
 default_role = "literal"  # `x` in a docstring is code, as in numpydoc's style
 pygments_style = "sphinx"
-suppress_warnings = []
 
 # -- Cross-references --------------------------------------------------------
 
@@ -110,9 +108,10 @@ autosummary_generate = True
 autosummary_imported_members = False
 autodoc_typehints = "none"  # numpydoc sections state the types
 autodoc_member_order = "groupwise"
-# The class templates (doc/_templates/autosummary/) document the members, with
-# those inherited from scikit-learn (get_params, score, ...) like scikit-learn's
-# own pages, but not those inherited from torch and from Python's builtins.
+# The class templates (doc/_templates/autosummary/class.rst) document the
+# members, with those inherited from scikit-learn (get_params, score, ...) like
+# scikit-learn's own pages, but not those inherited from torch and from
+# Python's builtins (``:inherited-members: Module,Optimizer,...``).
 autodoc_inherit_docstrings = True
 add_module_names = False
 python_maximum_signature_line_length = 88
@@ -169,10 +168,10 @@ def _module_contents():
             if name.startswith("__"):
                 continue
             obj = getattr(module, name)
-            canonical = _CANONICAL.get(_key(name, obj), f"{modname}.{name}")
-            own = canonical == f"{modname}.{name}" and not isinstance(obj, types.ModuleType)
             if isinstance(obj, types.ModuleType):
                 continue  # a sub-module has a page of its own
+            canonical = _CANONICAL.get(_key(name, obj), f"{modname}.{name}")
+            own = canonical == f"{modname}.{name}"
             items.append({"name": name, "canonical": canonical, "own": own})
         contents[modname] = items
     return contents
@@ -203,8 +202,10 @@ numpydoc_xref_aliases = _xref_aliases()
 def _skip_member(app, what, name, obj, skip, options):
     """Leave out what torch and Python document: the members inherited from them.
 
-    autodoc leaves them out by ``inherited-members`` (below); this hook does the
-    same for the method tables of the class template (autosummary's ``methods``).
+    autodoc leaves them out by the ``inherited-members`` option of the class
+    template; this hook does the same for the method table of that template
+    (autosummary's ``methods``), which also leaves out the undocumented
+    methods autodoc does not show.
     """
     if skip:
         return None
@@ -213,7 +214,7 @@ def _skip_member(app, what, name, obj, skip, options):
     if callable(obj) and (module.startswith("torch") or module == "builtins"):
         return True
     if callable(obj) and not inspect.getdoc(obj):
-        return True  # autodoc leaves undocumented members out; so do the tables
+        return True
     return None
 
 
@@ -532,5 +533,3 @@ html_theme_options = {
     "footer_end": [],
 }
 html_sidebars = {"**": ["sidebar-nav-bs"]}
-
-warnings.filterwarnings("ignore", category=UserWarning, message="Matplotlib is currently using agg")
