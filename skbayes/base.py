@@ -284,7 +284,29 @@ class TorchEstimatorMixin:
             value = state.get(name)
             if isinstance(value, (nn.Module, torch.Tensor)):
                 state[name] = copy.deepcopy(value).to("cpu")
+        # The optimiser itself is not pickled, its state is (Adam's moments, step counts), so that
+        # partial_fit continues alike with or without a pickle in between (e.g. a stream of chunks
+        # whose partial_fit calls run in different processes of a cluster); see _stored_optimizer.
+        optimizer = state.pop("_optimizer", None)
+        if optimizer is not None:
+            state["_optimizer_state"] = optimizer.state_dict()
+        if state.get("_optimizer_state") is not None:
+            state["_optimizer_state"] = _on_cpu(state["_optimizer_state"])
         return state
+
+    def _stored_optimizer(self):
+        """The optimiser that ``partial_fit`` continues with.
+
+        The one of the last ``fit``/``partial_fit`` call or, after unpickling, a
+        new one from ``_make_optimizer()`` loaded with the state the pickle
+        saved (``load_state_dict`` moves it to the parameters' device).
+        """
+        if getattr(self, "_optimizer", None) is None:
+            self._optimizer = self._make_optimizer()
+            saved = self.__dict__.pop("_optimizer_state", None)
+            if saved is not None:
+                self._optimizer.load_state_dict(saved)
+        return self._optimizer
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -303,6 +325,17 @@ class TorchEstimatorMixin:
             value = getattr(self, name, None)
             if isinstance(value, (nn.Module, torch.Tensor)):
                 setattr(self, name, value.to(device))
+
+
+def _on_cpu(value):
+    """``value`` (an optimiser's state dict: dicts and lists of tensors and numbers) with its tensors on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {key: _on_cpu(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(item) for item in value)
+    return value
 
 
 @fill_doc

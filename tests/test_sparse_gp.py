@@ -363,7 +363,8 @@ def test_pickle_holds_no_training_data():
     y = X[:, 0] + 0.1 * rng.randn(20_000)
     model = SparseGPRegressor(n_inducing=16, max_iter=2, random_state=0).fit(X, y)
     size = len(pickle.dumps(model))
-    assert size < (X.nbytes + y.nbytes) / 50, size
+    # The module, the fitted attributes and the optimiser's state (for partial_fit): about 20 kB, a 40th of the data.
+    assert size < (X.nbytes + y.nbytes) / 25, size
 
 
 def test_model_fitted_on_cuda_loads_on_a_cpu_only_machine(fitted, sine_data, monkeypatch):
@@ -757,7 +758,7 @@ def test_partial_fit_continues_fit_and_fit_starts_afresh(sine_data):
     assert model.n_seen_ == 200 and model.n_iter_ == 5
 
 
-def test_partial_fit_after_pickling_rebuilds_the_optimiser(sine_data):
+def test_partial_fit_after_pickling_rebuilds_the_optimiser_with_its_state(sine_data):
     (X, y), _ = sine_data
     model = SparseGPRegressor(n_inducing=10, variational_optimizer="ngd", random_state=0).partial_fit(X[:100], y[:100])
     loaded = pickle.loads(pickle.dumps(model))
@@ -765,6 +766,12 @@ def test_partial_fit_after_pickling_rebuilds_the_optimiser(sine_data):
     loaded.partial_fit(X[100:200], y[100:200])
     assert loaded.n_seen_ == 200 and isinstance(loaded._optimizer, OptimizerChain)
     assert loaded._optimizer.optimizers[-1].param_groups[0]["loss_scale"] == 200
+    # Adam's moments survived the pickle: the same model as without one (a fresh Adam would differ).
+    model.partial_fit(X[100:200], y[100:200])
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    fresh = pickle.loads(pickle.dumps(model))
+    del fresh._optimizer_state
+    assert not np.array_equal(fresh.partial_fit(X[:100], y[:100]).predict(X), model.partial_fit(X[:100], y[:100]).predict(X))
 
 
 def test_partial_fit_is_one_epoch_without_a_convergence_warning(sine_data):

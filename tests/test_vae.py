@@ -310,6 +310,10 @@ def test_partial_fit_after_fit_and_after_pickling():
     assert not hasattr(loaded, "_optimizer")
     loaded.partial_fit(X)
     assert loaded.n_iter_ == 5 and isinstance(loaded._optimizer, torch.optim.Adam)
+    # Adam's moments survived the pickle: the same model as without one.
+    steps = loaded._optimizer.state_dict()["state"][0]["step"] - model._optimizer.state_dict()["state"][0]["step"]
+    assert steps == np.ceil(len(X) / FAST["batch_size"])  # one epoch more, not a new count
+    np.testing.assert_array_equal(loaded.transform(X), model.partial_fit(X).transform(X))
 
 
 def test_conditional_partial_fit_takes_the_classes_of_the_first_batch():

@@ -53,7 +53,7 @@ def render(text, root=ROOT):
 
 
 def pages(root=ROOT):
-    return sorted((root / "doc").glob("*.md"))
+    return [root / "README.md", *sorted((root / "doc").glob("*.md"))]
 
 
 def main(argv=None):

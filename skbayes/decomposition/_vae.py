@@ -561,8 +561,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         X, y = self._validate_training_data(X, y, reset=first)
         if first:
             self._initialise(X, y)
-        elif getattr(self, "_optimizer", None) is None:  # after unpickling
-            self._optimizer = self._make_optimizer()
+        else:
+            self._stored_optimizer()  # rebuilt with its state after unpickling
         result = self._train(
             self._to_tensor(self._standardise(X)),
             self._condition(y, len(X)),
@@ -586,11 +586,6 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         self.noise_std_ = None
         if self.likelihood == "gaussian":
             self.noise_std_ = self.module_.likelihood.noise_std.detach().cpu().numpy() * self._x_scale
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
-        return state
 
     def _set_scaling(self, X):
         # float64 whatever the dtype of X, as the model-unit data are computed from it

@@ -167,13 +167,12 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         return OptimizerChain(torch.optim.Adam(others, lr=self.learning_rate_init), ngd)
 
     def _optimizer_for(self, n_data):
-        """The stored optimiser (rebuilt after unpickling), with the natural-gradient scale set to N."""
-        if getattr(self, "_optimizer", None) is None:
-            self._optimizer = self._make_optimizer()
-        for group in self._optimizer.param_groups:
+        """The stored optimiser (rebuilt with its state after unpickling), with the natural-gradient scale set to N."""
+        optimizer = self._stored_optimizer()
+        for group in optimizer.param_groups:
             if "loss_scale" in group:
                 group["loss_scale"] = float(n_data)  # loss = -objective / N
-        return self._optimizer
+        return optimizer
 
     def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
         """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
@@ -190,11 +189,6 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
 
     def _auto_budget(self):
         return auto_budget()
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_optimizer", None)  # rebuilt by the next partial_fit (its moments start afresh)
-        return state
 
     def _set_fitted_hyperparameters(self):
         """``inducing_points_``, and ``kernel_`` (kernel object) or ``length_scale_`` and ``signal_std_``."""
