@@ -65,7 +65,7 @@ dtype_ : str
 n_features_in_ : int
     Number of features seen during fit.""",
     "feature_names_in_": """\
-feature_names_in_ : ndarray of shape (n_features_in_,)
+feature_names_in_ : ndarray of shape (`n_features_in_`,)
     Names of features seen during fit, when X has string column names.""",
 }
 # The attributes every estimator on TorchEstimatorMixin ends its list with.

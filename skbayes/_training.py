@@ -65,7 +65,7 @@ class TrainingResult:
 
 @dataclass
 class TrainingState:
-    """What the callbacks see (and may change) while :func:`fit_loop` runs.
+    """What the callbacks see (and may change) while ``fit_loop`` runs.
 
     Attributes
     ----------
@@ -85,7 +85,7 @@ class TrainingState:
     epoch_loss : float or None
         Mean per-datum loss of the epoch that just ended, in ``on_epoch_end``.
     validation_score : float or None
-        Score of the epoch that just ended, set by :class:`ValidationScore`.
+        Score of the epoch that just ended, set by ``ValidationScore``.
     result : TrainingResult
         The loss curve and validation scores so far.
     stop : bool
@@ -190,7 +190,7 @@ class EarlyStopping(Callback):
     scikit-learn's MLP rule: training stops after ``patience`` + 1
     consecutive epochs without an improvement of at least ``tol``. The
     monitored quantity is the validation score when a
-    :class:`ValidationScore` callback runs before this one (higher is
+    ``ValidationScore`` callback runs before this one (higher is
     better; the module is then restored to its best-scoring state at the
     end), else the epoch's training loss (lower is better). The estimators
     build this rule from their ``n_iter_no_change`` and ``tol``; pass

@@ -18,6 +18,7 @@ from sklearn.utils import Bunch
 
 __all__ = ["UCI_DATASETS", "fetch_uci", "get_data_home", "get_uci_split"]
 
+#: The names of the nine UCI regression data sets, as :func:`fetch_uci` takes them.
 UCI_DATASETS = (
     "bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsion-plant",
     "power-plant", "protein-tertiary-structure", "wine-quality-red", "yacht",

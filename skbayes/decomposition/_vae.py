@@ -100,7 +100,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
     images (stride-2 convolutions down, transposed convolutions up, Bruno
     2022, section 4.4), and any torch modules may be passed instead.
 
-    Read more in the :doc:`User Guide <vae>` (``doc/vae.md``).
+    Read more in the :doc:`User Guide </vae>` (``doc/vae.md``).
 
     Parameters
     ----------
@@ -121,7 +121,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         by ``encoder_params={"channels": ..., "kernel_size": ...}``) that
         halve the image, 28 x 28 -> 14 x 14 -> 7 x 7; needs ``input_shape``.
         A class or factory: ``encoder(**encoder_params)`` returns a
-        :class:`torch.nn.Module` mapping inputs (B, *input_shape) (rows
+        :class:`torch.nn.Module` mapping inputs ``(B, *input_shape)`` (rows
         (B, n_features) without ``input_shape``) to features (B, ...) of any
         width; a factory that takes ``input_shape`` or ``n_features`` and is
         not given them receives the data's. An instance is copied and its
@@ -136,7 +136,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         and stride-2 transposed convolutions (channels ``(64, 32)``, in the
         decoder's order; ``decoder_params``) back to the image; needs
         ``input_shape``. A class or factory (``decoder(**decoder_params)``) returns
-        a module mapping (B, n_inputs) to (B, *input_shape) or
+        a module mapping (B, n_inputs) to ``(B, *input_shape)`` or
         (B, n_features), where n_inputs is ``n_components`` plus, for a
         conditional VAE, the number of classes (the one-hot label is
         concatenated to z); a factory that takes ``n_inputs``,
@@ -234,7 +234,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         standardised units of X for ``likelihood="gaussian"``. Module
         networks sit in a :class:`skbayes.nn.ModuleEncoder` (as ``body``,
         beside the linear ``head``) and a :class:`skbayes.nn.ModuleDecoder`.
-    noise_std_ : ndarray of shape (n_features_in_,) or None
+    noise_std_ : ndarray of shape (`n_features_in_`,) or None
         Gaussian observation noise standard deviation per feature, in the
         units of X; None for ``likelihood="bernoulli"``.
     classes_ : ndarray of shape (n_classes,) or None
@@ -260,7 +260,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
     Notes
     -----
-    The per-row training objective on a minibatch B is
+    The per-row training objective on a minibatch B is::
 
         -(1/|B|) sum_{i in B} log p(x_i | mu_i + sigma_i * eps_i)
         + beta_t (1/|B|) sum_{i in B} KL(q(z | x_i) || N(0, I)),
@@ -830,7 +830,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         Returns
         -------
-        X_mean : ndarray of shape (n_samples, n_features_in_)
+        X_mean : ndarray of shape (n_samples, `n_features_in_`)
             Gaussian: the decoder mean; Bernoulli: success probabilities in
             [0, 1]. In the dtype of Z.
         """
@@ -866,7 +866,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
 
         Returns
         -------
-        X_new : ndarray of shape (n_samples, n_features_in_)
+        X_new : ndarray of shape (n_samples, `n_features_in_`)
             In the units of X.
 
         Raises

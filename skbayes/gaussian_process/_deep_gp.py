@@ -140,7 +140,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     hidden_width_ : int or None
         Width H of the inner layers (None with ``n_layers=1``).
     inducing_points_ : list of ndarray
-        The fitted Z of each layer, of shape (n_inducing_, input width of
+        The fitted Z of each layer, of shape (`n_inducing_`, input width of
         the layer), the first in the units of X.
     noise_std_ : float
         Fitted observation noise standard deviation, in the units of y.

@@ -245,7 +245,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         The fitted ``"gp"`` (:class:`skbayes.nn.SVGP`) and
         ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), which work
         in standardised target units.
-    inducing_points_ : ndarray of shape (n_inducing_, n_features)
+    inducing_points_ : ndarray of shape (`n_inducing_`, n_features)
         Fitted inducing inputs Z, in the units of X.
     n_inducing_ : int
         Number of inducing points used, ``min(n_inducing, n_samples)``.

@@ -209,7 +209,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         method also ``"samples"``
         (:class:`skbayes.nn.bayesian_sparse_gp.KeptStates`, the kept
         samples, chain-major), and ``"gp"`` holds the last one.
-    inducing_points_ : ndarray of shape (n_inducing_, n_features)
+    inducing_points_ : ndarray of shape (`n_inducing_`, n_features)
         Fitted inducing inputs Z.
     n_inducing_ : int
         ``min(n_inducing, n_samples)``.

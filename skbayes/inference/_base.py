@@ -265,7 +265,7 @@ class InferenceMethod(BaseEstimator):
         ----------
         module : torch.nn.ModuleDict
             With ``"chains"``, a :class:`torch.nn.ModuleList` of identical
-            modules, one per chain (:meth:`n_members` of them), whose
+            modules, one per chain (``n_members`` of them), whose
             parameters with ``requires_grad`` are the sampled coordinates.
             ``Training.finish`` adds ``"samples"``, a
             :class:`~skbayes.nn.KeptStates` of those coordinates (dotted

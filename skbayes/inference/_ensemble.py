@@ -120,7 +120,7 @@ class DeepEnsemble(StackedMLPMethod):
     (:class:`~skbayes.nn.StackedMLP`), its own noise parameters
     (regression) and its own minibatch order, trained by Adam on its own
     per-datum MAP loss: the negative log-likelihood of the noise model plus
-    the N(0, ``prior_scale``^2) weight penalty (and, for Student-t noise,
+    the N(0, ``prior_scale^2``) weight penalty (and, for Student-t noise,
     the prior of the degrees of freedom) divided by N. All members are
     trained together, in one shared training loop, one batched matrix
     product per layer; since each member's parameters enter only its own

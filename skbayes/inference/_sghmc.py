@@ -272,7 +272,7 @@ class SGHMC(StackedMLPMethod):
         Step size: epsilon^2 of the scale-adapted sampler (Springenberg et
         al. 2016; Rossi 2022, eq. 2.36).
     prior : GPInducedPrior or None, default=None
-        The weight prior; None is the estimator's N(0, ``prior_scale``^2) on
+        The weight prior; None is the estimator's N(0, ``prior_scale^2``) on
         every weight. Used by the Bayesian MLPs only (the sparse GPs have
         their own priors).
 

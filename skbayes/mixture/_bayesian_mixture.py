@@ -150,7 +150,7 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
     n_seen_ : int
         Rows seen by ``partial_fit`` (by ``fit``: the rows of X).
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X has string column names.
     device_ : torch.device
     dtype_ : str

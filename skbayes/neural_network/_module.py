@@ -137,7 +137,7 @@ class NeuralNetModuleMixin:
         return {"hidden_layer_sizes": (), "activation": "relu", "module": build, "input_shape": input_shape}
 
     def fit(self, X, y):
-        """Fit the posterior over the module's weights; X of shape (n_samples, n_features) or (n_samples, *input_shape).
+        """Fit the posterior over the module's weights; X of shape ``(n_samples, n_features)`` or ``(n_samples, *input_shape)``.
 
         Raises ValueError on NaN/inf, wrong shapes, an ``input_shape`` that
         does not hold the features, or layers the inference method cannot

@@ -524,7 +524,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         ``n_mc_predict`` draws (all members for ``DeepEnsemble`` and
         ``SGHMC``): its (1 - coverage) / 2 and (1 + coverage) / 2
         quantiles, found by Newton's method safeguarded by bisection on the
-        mixture's CDF (:func:`skbayes._predictive.mixture_quantile`), per
+        mixture's CDF (``skbayes._predictive.mixture_quantile``), per
         output.
 
         %(parameters_X)s

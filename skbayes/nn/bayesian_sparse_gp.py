@@ -20,12 +20,12 @@ quadrature inside the log; with C classes and the robust-max likelihood one
 latent function per class, each with its own v and the same FITC variance,
 and the log of the robust-max predictive probability of the observed class.
 The softmax likelihood has no cheap log-expectation and is not supported.
-On a minibatch B the sum is scaled by N / |B| (eq. 2.27), which gives the
+On a minibatch B the sum is scaled by ``N / |B|`` (eq. 2.27), which gives the
 energy that SGHMC samples.
 
 Coordinates. The inducing values are sampled whitened, v ~ N(0, I) and
 u = L_zz v with L_zz = chol(K_zz) (as in the authors' released code, not
-the unwhitened u of the thesis' notation): p(v) = p(u) |det L_zz|, so the
+the unwhitened u of the thesis' notation): ``p(v) = p(u) |det L_zz|``, so the
 posterior over (u, theta, Z) is the same, but in v the prior does not
 couple u to theta and Z (no funnel between u and the length-scales), and
 mu~_n = c + a_n^T v, sigma~_n^2 = k_nn - a_n^T a_n with a_n = L_zz^-1 k_zn

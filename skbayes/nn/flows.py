@@ -1,7 +1,7 @@
 """Normalising flows: invertible maps with a tractable log-determinant.
 
 A flow f maps a draw z of a simple base density q_0 to x = f(z), with
-log q(x) = log q_0(z) - log |det df/dz| (Rezende & Mohamed 2015, eq. 1;
+``log q(x) = log q_0(z) - log |det df/dz|`` (Rezende & Mohamed 2015, eq. 1;
 Killingberg 2021, eq. 2.13); a composition f_K o ... o f_1 adds the
 log-determinants. Every flow here returns ``(x, log_abs_det)`` from
 ``forward(z)`` so that the caller can keep the running sum. They serve the
@@ -38,7 +38,7 @@ class PlanarFlow(nn.Module):
     The map is invertible iff w^T \hat u >= -1; \hat u is the stored u
     moved along w so that this holds (appendix A.1):
     \hat u = u + (m(w^T u) - w^T u) w / ||w||^2 with m(a) = -1 + softplus(a).
-    Its log-determinant is log |1 + \hat u^T w (1 - \tanh^2(w^T z + b))| (eq. 12).
+    Its log-determinant is ``log |1 + \hat u^T w (1 - \tanh^2(w^T z + b))|`` (eq. 12).
 
     Parameters
     ----------
@@ -63,7 +63,7 @@ class PlanarFlow(nn.Module):
         return self.u + (F.softplus(wu) - 1.0 - wu) * self.w / (self.w @ self.w).clamp_min(1e-12)
 
     def forward(self, z):
-        """Map z (..., dim) to (f(z) of shape (..., dim), log |det df/dz| of shape (...))."""
+        """Map z (..., dim) to (f(z) of shape (..., dim), ``log |det df/dz|`` of shape (...))."""
         u = self.u_hat()
         h = torch.tanh(z @ self.w + self.b)
         x = z + h.unsqueeze(-1) * u
@@ -83,7 +83,7 @@ class AffineCoupling(nn.Module):
     two halves of the output of a one-hidden-layer tanh MLP of width
     ``hidden_size`` on z_m. s is bounded by a tanh for stability, and the
     last layer of the MLP starts at zero, so the layer starts as the
-    identity. log |det dx/dz| = sum of s over the transformed coordinates
+    identity. ``log |det dx/dz|`` = sum of s over the transformed coordinates
     (eq. 6); the inverse is z = (x - t(x_m)) exp(-s(x_m)) (eq. 8).
 
     Parameters
@@ -117,12 +117,12 @@ class AffineCoupling(nn.Module):
         return torch.tanh(scale) * free, shift * free
 
     def forward(self, z):
-        """Map z (..., dim) to (x of shape (..., dim), log |det dx/dz| of shape (...))."""
+        """Map z (..., dim) to (x of shape (..., dim), ``log |det dx/dz|`` of shape (...))."""
         scale, shift = self._scale_shift(z * self.mask)
         return z * torch.exp(scale) + shift, scale.sum(-1)
 
     def inverse(self, x):
-        """Map x (..., dim) back to (z of shape (..., dim), log |det dz/dx| of shape (...))."""
+        """Map x (..., dim) back to (z of shape (..., dim), ``log |det dz/dx|`` of shape (...))."""
         scale, shift = self._scale_shift(x * self.mask)
         return (x - shift) * torch.exp(-scale), -scale.sum(-1)
 
@@ -155,7 +155,7 @@ class FlowSequence(nn.Module):
         return z, log_det
 
     def inverse(self, x):
-        """The inverse map, for flows that all have ``inverse``: (z_0, summed log |det dz_0/dx|).
+        """The inverse map, for flows that all have ``inverse``: (z_0, summed ``log |det dz_0/dx|``).
 
         Raises
         ------

@@ -9,7 +9,7 @@ Nothing here holds state: each function maps tensors (or floats) to tensors.
   log-density.
 * :func:`uniform_init`: :class:`torch.nn.Linear`'s default initial scale,
   drawn from an explicit generator; :func:`standard_normal` and
-  :func:`standard_uniform`: N(0, 1) and U[0, 1) draws from an explicit
+  ``standard_uniform``: N(0, 1) and U[0, 1) draws from an explicit
   generator, the same on any device.
 * :data:`ACTIVATIONS` and :func:`feed_forward`: the non-linearities by name
   and the layer-activation-layer pass of every multi-layer perceptron.
@@ -180,7 +180,7 @@ def dropout_mask(shape, rate, like, generator=None):
 
     Kept units are scaled by 1/(1-rate), PyTorch's convention, so that the
     mean pass needs no rescaling (Gal 2016, section 3.2.3, with the inverted
-    scaling). Drawn by :func:`standard_uniform`: a CPU generator gives the
+    scaling). Drawn by ``standard_uniform``: a CPU generator gives the
     same mask on every device.
 
     Parameters
@@ -292,7 +292,9 @@ def _numpy_assign_where(dst, cond, src):
     np.copyto(dst, src, where=cond)
 
 
+#: On torch tensors (any device and dtype).
 TORCH_OPS = ArrayOps(torch.exp, torch.log, torch.sqrt, torch.special.log_ndtr, torch.clamp_min, torch.where, _torch_assign_where, torch.finfo)
+#: On NumPy arrays (the CPU fast path of PBP's assumed-density filtering).
 NUMPY_OPS = ArrayOps(np.exp, np.log, np.sqrt, scipy.special.log_ndtr, np.maximum, np.where, _numpy_assign_where, functools.cache(np.finfo))
 
 

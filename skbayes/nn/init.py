@@ -16,10 +16,6 @@ outputs.
     each layer, from the first, is fitted by Bayesian linear regression from
     its (sampled) inputs to the targets; see :func:`iblm_init`.
 
-``MODULE_INITIALIZATIONS`` holds those of a
-:class:`~skbayes.nn.networks.BayesianModuleNetwork` (the mean-field layers of
-any torch module): ``"default"`` and ``"iblm"``, the latter with
-convolutions fitted on their input patches (:func:`iblm_init_module`).
 ``"uninformative"``, ``"heuristic"``, ``"xavier"``, ``"orthogonal"``, ``"lsuv"``
     The data-independent (and LSUV) competitors of Rossi 2022, section 3.3,
     in their variational form: mean 0 and variance 1; mean 0 and variance
@@ -29,6 +25,11 @@ convolutions fitted on their input patches (:func:`iblm_init_module`).
     variance 1/D_in. Biases get mean 0 and the layer's variance. The MAP
     initialisation of the thesis (a MAP fit trained as long as I-BLM takes) is
     not provided: it is a training run, which belongs to an estimator.
+
+``MODULE_INITIALIZATIONS`` holds those of a
+:class:`~skbayes.nn.networks.BayesianModuleNetwork` (the mean-field layers of
+any torch module): ``"default"`` and ``"iblm"``, the latter with
+convolutions fitted on their input patches (:func:`iblm_init_module`).
 
 References
 ----------
@@ -207,7 +208,7 @@ def iblm_init(
 
     Rossi 2022, chapter 3, Algorithm 2. From the first layer to the last, each
     output unit j of a layer is a Bayesian linear regression (with a bias
-    column and the network's N(0, ``prior_scale``^2) prior) from the layer's
+    column and the network's N(0, ``prior_scale^2``) prior) from the layer's
     inputs, X propagated through the layers already initialised with weights
     sampled from their q, to a target column; the unit's q is the reverse-KL
     mean-field projection of its posterior (:func:`blr_mean_field`).
@@ -226,7 +227,7 @@ def iblm_init(
       the negative part in the other half. (:func:`iblm_init_module` also
       centres the hidden units' targets; this MLP path keeps its original
       targets.)
-    * Targets: Y for regression, with noise variance ``noise_std``^2 per
+    * Targets: Y for regression, with noise variance ``noise_std^2`` per
       column. For classification, the one-hot labels transformed as
       log(Y + a) - v/2 with per-entry noise variance v = log(1/(Y + a) + 1),
       a = 0.01 (Milios et al. 2018), a heteroscedastic regression.
@@ -414,7 +415,7 @@ def iblm_init_module(
     layers already initialised, with their weights sampled from q per row.
     Every output unit (a dense unit, or a convolution's output channel) is
     then a Bayesian linear regression with a bias column and the
-    N(0, ``prior_scale``^2) prior, its q the reverse-KL mean-field projection
+    N(0, ``prior_scale^2``) prior, its q the reverse-KL mean-field projection
     (:func:`blr_mean_field`); rows, target columns, the hidden units' centring
     and signs, and the Dirichlet transform of classification targets are
     those of :func:`iblm_init`.
@@ -617,6 +618,9 @@ def _lsuv(network, X, Y, *, prior_scale, noise_std, generator, batch_size=_IBLM_
         _set_layer(layer, mean, 1.0 / math.sqrt(max(layer.in_features, 1)))
 
 
+#: The initialisations of a :class:`~skbayes.nn.BayesianMLP` by name
+#: (``fn(network, X, Y, *, prior_scale, noise_std, generator)``; the module
+#: docstring describes each).
 INITIALIZATIONS = {
     "default": _default,
     "iblm": iblm_init,

@@ -385,7 +385,7 @@ class HalfIntegerMatern(SquaredExponential):
 
 
 class RationalQuadratic(nn.Module):
-    r"""k(x, x') = (1 + r^2 / (2 alpha))^(-alpha), r = |x - x'| / l ([RW2006]_, eq. 4.19):
+    r"""k(x, x') = (1 + r^2 / (2 alpha))^(-alpha), ``r = |x - x'| / l`` ([RW2006]_, eq. 4.19):
     a scale mixture of squared exponentials.
 
     Built from a ``sklearn.gaussian_process.kernels.RationalQuadratic``
@@ -409,7 +409,7 @@ class RationalQuadratic(nn.Module):
 
 
 class Periodic(nn.Module):
-    r"""k(x, x') = exp(-2 sin^2(pi |x - x'| / p) / l^2): the periodic kernel of
+    r"""``k(x, x') = exp(-2 sin^2(pi |x - x'| / p) / l^2)``: the periodic kernel of
     MacKay ([RW2006]_, eq. 4.31, with the period 2 pi generalised to p).
 
     Built from a ``sklearn.gaussian_process.kernels.ExpSineSquared``

@@ -127,7 +127,7 @@ def gauss_hermite(n_points, device=None, dtype=None):
 
 
 def _quadrature(fn, f_mean, f_var, n_points):
-    """E_{N(f_mean, f_var)}[fn(f)] by Gauss-Hermite quadrature; fn maps (q, *shape) to (q, *shape[...])."""
+    """E_{N(f_mean, f_var)}[fn(f)] by Gauss-Hermite quadrature; fn maps ``(q, *shape)`` to ``(q, *shape[...])``."""
     nodes, weights = gauss_hermite(n_points, device=f_mean.device, dtype=f_mean.dtype)
     shape = (-1,) + (1,) * f_mean.ndim
     f = f_mean + f_var.clamp_min(0.0).sqrt() * nodes.reshape(shape)
@@ -379,7 +379,7 @@ class StudentTLikelihood(RegressionLikelihood):
     p(y | f) = prod_k St(y_k | f_k, s_k, nu_k), the Student-t density with
     location f, scale s and nu degrees of freedom ([Lange1989]_; by
     :class:`torch.distributions.StudentT`), robust to outlying targets: the
-    log-density falls like -(nu + 1) log |y - f| instead of -(y - f)^2. The
+    log-density falls like ``-(nu + 1) log |y - f|`` instead of ``-(y - f)^2``. The
     scale and the degrees of freedom are stored raw,
     s = softplus(r_s) + 1e-6 and nu = 2 + softplus(r_nu) + 1e-6, so that
     nu > 2 and the noise variance s^2 nu / (nu - 2) exists.

@@ -55,7 +55,7 @@ def log_normal_raw_log_prob(raw, loc, scale, *, transform="softplus", floor=0.0)
     r"""Log-density of the raw coordinate r of a hyperparameter with a log-normal prior.
 
     With theta = g(r) ~ LogNormal(loc, scale) (Rossi 2022, section 6.3.1),
-    the density of r is p(g(r)) |g'(r)|:
+    the density of r is ``p(g(r)) |g'(r)|``:
 
     ``transform="softplus"`` (kernel length-scales and signal variance,
     :class:`~skbayes.nn.kernels.RBFKernel`): g(r) = softplus(r),

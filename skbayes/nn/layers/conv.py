@@ -35,7 +35,7 @@ class MeanFieldConv2d(StochasticLayer):
 
     q(W) = prod N(mu, sigma^2) with sigma = softplus(rho) over every kernel
     entry and bias [Blundell2015]_, a N(0, prior_scale^2) prior on each, and
-    the closed-form KL. The pass depends on :attr:`noise_mode`:
+    the closed-form KL. The pass depends on ``noise_mode``:
 
     ``"sample"``
         Local reparameterisation on the output ([Kingma2015]_, eq. 6): every
@@ -167,7 +167,7 @@ class MeanFieldConv2d(StochasticLayer):
 
     @property
     def weight_sigma(self):
-        """Posterior standard deviation of the kernels, the shape of :attr:`weight_mu`."""
+        """Posterior standard deviation of the kernels, the shape of ``weight_mu``."""
         return F.softplus(self.weight_rho)
 
     @property
@@ -179,7 +179,7 @@ class MeanFieldConv2d(StochasticLayer):
         return F.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def forward(self, x):
-        """Convolve ``x`` (n, in_channels, H, W) as set by :attr:`noise_mode` (see the class docstring)."""
+        """Convolve ``x`` (n, in_channels, H, W) as set by ``noise_mode`` (see the class docstring)."""
         generator = self.noise_generator
         if self.noise_mode == "sample":
             mean = self._conv(x, self.weight_mu, self.bias_mu)

@@ -162,10 +162,10 @@ class MNFLinear(MeanFieldLinear):
 
         Returns
         -------
-        z : torch.Tensor of shape (*shape, in_features)
+        z : torch.Tensor of shape ``(*shape, in_features)``
             z = f(z_0), z_0 ~ N(mu_z, sigma_z^2).
         log_q : torch.Tensor of shape ``shape``
-            log q(z) = log N(z_0; mu_z, sigma_z^2) - log |det df/dz_0| (nats).
+            ``log q(z) = log N(z_0; mu_z, sigma_z^2) - log |det df/dz_0|`` (nats).
         """
         sigma_z = F.softplus(self.z_rho)
         z0 = self.z_mu + sigma_z * standard_normal((*shape, self.in_features), self.z_mu, generator)

@@ -40,8 +40,8 @@ NOISE_MODES = ("sample", "shared", "mean")
 class StochasticLayer(nn.Module):
     """Base of the Bayesian layers driven by :func:`noise_context`.
 
-    Subclasses implement ``forward(x)`` reading :attr:`noise_mode` and
-    :attr:`noise_generator`, and :meth:`kl`. :meth:`noise_rows` gives the
+    Subclasses implement ``forward(x)`` reading ``noise_mode`` and
+    ``noise_generator``, and :meth:`kl`. :meth:`noise_rows` gives the
     leading size of a noise tensor: ``n`` fresh draws in ``"sample"`` mode,
     one shared draw in ``"shared"`` mode.
 

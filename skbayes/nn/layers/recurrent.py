@@ -424,8 +424,8 @@ class EmbeddingDropout(StochasticLayer):
 
     Notes
     -----
-    Input: integer tensor of shape (n, *) whose leading index is the row (a
-    sequence); output (n, *, embedding_dim).
+    Input: integer tensor of shape ``(n, *)`` whose leading index is the row (a
+    sequence); output ``(n, *, embedding_dim)``.
     """
 
     def __init__(
@@ -480,7 +480,7 @@ class EmbeddingDropout(StochasticLayer):
 
         Parameters
         ----------
-        input : torch.Tensor of integers, shape (n, *)
+        input : torch.Tensor of integers, shape ``(n, *)``
 
         Returns
         -------
@@ -503,7 +503,7 @@ class EmbeddingDropout(StochasticLayer):
         return kept.to(self.weight.dtype) / keep
 
     def forward(self, input):
-        """Embeddings of ``input`` (n, *) -> (n, *, embedding_dim), word types dropped as set by the noise mode."""
+        """Embeddings of ``input`` ``(n, *)`` -> ``(n, *, embedding_dim)``, word types dropped as set by the noise mode."""
         out = F.embedding(input, self.weight, self.padding_idx)
         mask = self.type_mask(input)
         return out if mask is None else out * mask.unsqueeze(-1)

@@ -215,7 +215,7 @@ class WHVILinear(nn.Module):
         return scale * z, log_det
 
     def _draw_g(self, shape, generator):
-        """g of shape (*shape, D) from q and its log q(g) - log p(g) (None for a Gaussian q)."""
+        """g of shape ``(*shape, D)`` from q and its log q(g) - log p(g) (None for a Gaussian q)."""
         mu = self.g_mu
         g0 = mu + self.g_sigma * standard_normal((*shape, self.block_size), mu, generator)
         if not self.n_flows:

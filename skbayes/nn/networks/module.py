@@ -20,7 +20,7 @@ with: the single-network protocol of :class:`~skbayes.nn.BayesianLayerStack`
 (``forward(x, generator, sample)``, ``kl()``, ``sample_parameters``,
 ``forward_with``) for a module whose stochastic layers follow
 :mod:`skbayes.nn.layers.noise`. The estimators pass rows of shape
-(n, n_features); the networks reshape them to (n, *input_shape) for the
+(n, n_features); the networks reshape them to ``(n, *input_shape)`` for the
 module, which returns (n, n_outputs).
 """
 
@@ -119,7 +119,7 @@ def probe_widths(body, input_shape):
     Parameters
     ----------
     body : torch.nn.Module
-        Maps (B, *input_shape) to (B, ...).
+        Maps ``(B, *input_shape)`` to (B, ...).
     input_shape : tuple of int
 
     Returns
@@ -447,7 +447,7 @@ def _dropped_weights(module):
 
 
 def _rows_to_inputs(x, input_shape):
-    """(..., n, d) rows -> (B, *input_shape) module inputs, and the leading shape."""
+    """(..., n, d) rows -> ``(B, *input_shape)`` module inputs, and the leading shape."""
     lead = x.shape[:-1]
     shape = input_shape if input_shape is not None else (x.shape[-1],)
     return x.reshape(-1, *shape), lead
@@ -481,7 +481,7 @@ class BayesianModuleNetwork(nn.Module):
     Parameters
     ----------
     module : torch.nn.Module
-        Maps inputs of shape (B, *input_shape) to (B, n_outputs) (or (B,)).
+        Maps inputs of shape ``(B, *input_shape)`` to (B, n_outputs) (or (B,)).
     n_features, n_outputs : int
         Widths of the estimator's rows and of the module's output.
     input_shape : tuple of int, optional

@@ -46,7 +46,7 @@ class StackedMLP(nn.Module):
     Member m computes
     f_m(x) = W_L^m a(... a(W_1^m x + b_1^m) ...) + b_L^m with its own weights;
     all members are evaluated together, one batched matrix product per layer.
-    The weights have the prior N(0, ``prior_scale``^2) on every weight and
+    The weights have the prior N(0, ``prior_scale^2``) on every weight and
     bias, and :meth:`neg_log_prior` returns its negative log-density (up to a
     constant), so that ``negative_elbo(log_lik, neg_log_prior(), N)`` is the
     per-datum negative log posterior: the maximum a posteriori (MAP)
@@ -123,7 +123,7 @@ class StackedMLP(nn.Module):
 
         Member m's prior becomes W_l ~ N(0, weight_scales[m, l]^2 I) and
         b_l ~ N(0, bias_scales[m, l]^2 I) for each layer l, in place of
-        N(0, ``prior_scale``^2) on everything (Tran et al. 2022, GPI-G and,
+        N(0, ``prior_scale^2``) on everything (Tran et al. 2022, GPI-G and,
         with per-member scales drawn by Gibbs steps, GPI-H).
 
         Parameters

@@ -252,14 +252,14 @@ class ModuleEncoder(nn.Module):
 
     The rows (..., n, d + C), the one-hot condition after the d features as
     for the MLP encoder, are split; the features are reshaped to
-    (B, *input_shape) for ``body``, whose output is flattened to (B, h),
+    ``(B, *input_shape)`` for ``body``, whose output is flattened to (B, h),
     the condition is concatenated, and a linear head maps (B, h + C) to the
     2k raw outputs (the latent means and raw standard deviations).
 
     Parameters
     ----------
     body : torch.nn.Module
-        Maps (B, *input_shape) to features (B, ...).
+        Maps ``(B, *input_shape)`` to features (B, ...).
     n_features : int
         Data dimension d.
     n_outputs : int
@@ -310,7 +310,7 @@ class ModuleDecoder(nn.Module):
 
     Latent rows (..., n, k + C) (the one-hot condition after z, as for the
     MLP decoder) go through ``body`` as (B, k + C); its output, (B, d) or
-    (B, *input_shape), is flattened to (..., n, d) and a bias of shape (d,)
+    ``(B, *input_shape)``, is flattened to (..., n, d) and a bias of shape (d,)
     is added: f(z), the Gaussian mean or the Bernoulli logits, as the MLP
     decoder's output. The bias (zero at first) is where the VAE puts the
     logits of the feature means for the Bernoulli likelihood.
@@ -318,7 +318,7 @@ class ModuleDecoder(nn.Module):
     Parameters
     ----------
     body : torch.nn.Module
-        Maps (B, n_inputs) to (B, d) or (B, *input_shape).
+        Maps (B, n_inputs) to (B, d) or ``(B, *input_shape)``.
     n_inputs : int
         Latent dimension k plus the condition's width C.
     n_features : int
@@ -376,11 +376,11 @@ class VAEModule(nn.Module):
     noise_std : float, default=1.0
         Initial Gaussian noise standard deviation (model units).
     encoder : torch.nn.Module, optional
-        Body of the encoder, mapping (B, *input_shape) to features (B, ...),
+        Body of the encoder, mapping ``(B, *input_shape)`` to features (B, ...),
         wrapped in a :class:`ModuleEncoder` (its linear head maps the
         features and the condition to the 2k outputs); None: the MLP.
     decoder : torch.nn.Module, optional
-        Decoder mapping (B, k + C) to (B, d) or (B, *input_shape), wrapped
+        Decoder mapping (B, k + C) to (B, d) or ``(B, *input_shape)``, wrapped
         in a :class:`ModuleDecoder`; None: the mirrored MLP.
     input_shape : tuple of int, optional
         Shape of one input of ``encoder`` (prod = d); None feeds it rows.

@@ -37,7 +37,7 @@ The estimators minimise a *per-datum* loss L = Ũ / N (see
       w \leftarrow w + v, \qquad \xi \sim \mathcal N(0, I).
 
   It is exact as lr -> 0; otherwise the minibatch noise, whose variance
-  relative to the injected noise is about lr N Var[∇l_i] / (2 α |B|), heats
+  relative to the injected noise is about ``lr N Var[∇l_i] / (2 α |B|)``, heats
   the chains.
 
 * scale-adapted SGHMC (Springenberg et al. 2016; the sampler of Rossi 2022,
@@ -86,7 +86,7 @@ class SGHMC(torch.optim.Optimizer):
 
     With ``scale_adapted=True`` (the adaptive SGHMC of Springenberg et al.
     2016, used in Rossi 2022, eqs. 2.31-2.36) the mass is the running root
-    mean square of G: eta = ``lr`` / sqrt(V̂) and c = ``lr``^2, the noise
+    mean square of G: eta = ``lr`` / sqrt(V̂) and c = ``lr^2``, the noise
     of the minibatch gradient estimated as B̂ = V̂ eta / 2. During the first
     ``n_adapt_steps`` steps V̂ follows G² with the adaptive window τ of
     Rossi 2022, eqs. 2.32-2.34 (τ <- τ - τ g²/V̂ + 1, g <- g + (G - g)/(τ+1),
@@ -127,10 +127,10 @@ class SGHMC(torch.optim.Optimizer):
     gradient_noise : bool, default=True
         ``scale_adapted`` only: whether the gradients are minibatch
         estimates, whose noise B̂ = V̂ ε / 2 is then subtracted from the
-        injected noise (the c = ``lr``^2 above). Pass False when every
+        injected noise (the c = ``lr^2`` above). Pass False when every
         step sees all N rows: the gradient is exact, B̂ = 0 and c = 0.
         Subtracting c from exact gradients makes the chain too cold, and
-        where 2 ``friction`` eta < ``lr``^2 it injects no noise at all (the
+        where 2 ``friction`` eta < ``lr^2`` it injects no noise at all (the
         coordinate is then optimised, not sampled).
     generator : torch.Generator, optional
         Source of the injected noise, on the parameters' device; with a

@@ -178,7 +178,7 @@ class Vadam(torch.optim.Optimizer):
         return self.n_data * s + group["prior_precision"]
 
     def load_state_dict(self, state_dict):
-        """Load a state from :meth:`state_dict`, then write its sigma into the layers' ``rho``.
+        """Load a state from :meth:`~torch.optim.Optimizer.state_dict`, then write its sigma into the layers' ``rho``.
 
         The posterior standard deviations are part of the optimiser's state
         (s and its initial value), so a loaded state also sets them.

@@ -77,7 +77,7 @@ from .scale_tril import raw_from_scale_tril, scale_tril_from_raw
 
 __all__ = ["OBJECTIVES", "SVGP"]
 
-# The training objectives of SVGP.expected_log_lik.
+#: The training objectives of :meth:`SVGP.expected_log_lik`.
 OBJECTIVES = ("vfe", "fitc")
 
 # Relative jitter added to K_zz before its Cholesky factorisation.
