@@ -7,6 +7,7 @@ argument validation of every public method, and the memory of prediction.
 """
 
 import inspect
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -345,6 +346,19 @@ def test_partial_fit_after_fit_continues(data):
     assert model.module_ is module
     assert model.n_iter_ == 4 and model.n_seen_ == len(X) + 20
     assert len(model.loss_curve_) == 4
+
+
+def test_partial_fit_continues_alike_across_a_pickle(data):
+    # A stream whose chunks run in different processes (dask_ml's Incremental on a cluster) pickles the
+    # model between partial_fit calls: the optimiser's moments travel with it.
+    X, y = data
+    model = BayesianMLPRegressor((8,), inference="mfvi", random_state=0, noise="homoscedastic")
+    model.partial_fit(X[:40], y[:40])
+    loaded = pickle.loads(pickle.dumps(model))
+    loaded.partial_fit(X[40:], y[40:])
+    model.partial_fit(X[40:], y[40:])
+    assert loaded.loss_curve_ == model.loss_curve_
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 
 def test_sghmc_has_no_partial_fit(data):

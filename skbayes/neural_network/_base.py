@@ -425,11 +425,6 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self.best_loss_ = min(self.loss_curve_)
         return self
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_optimizer_state", None)  # partial_fit restarts the optimiser's moments after unpickling
-        return state
-
     # --------------------------------------------------------------- prediction
     def _draw_parameters(self, n_draws, seed, all_members=True):
         """Weight draws shared by all rows, and the member index of each draw.
