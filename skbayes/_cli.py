@@ -154,9 +154,11 @@ def read_table(path):
         else:
             frame = pd.read_csv(path)
     except ImportError as exc:
-        raise ValueError(
-            f"{path}: reading Parquet needs pyarrow (pip install pyarrow) or fastparquet ({_first_line(exc)})"
-        ) from exc
+        if suffixes and suffixes[-1] in (".parquet", ".pq"):
+            raise ValueError(
+                f"{path}: reading Parquet needs pyarrow (pip install pyarrow) or fastparquet ({_first_line(exc)})"
+            ) from exc
+        raise ValueError(f"{path}: cannot read the file: {_first_line(exc)}") from exc
     except pd.errors.EmptyDataError as exc:
         raise ValueError(f"{path}: the file is empty") from exc
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
@@ -576,8 +578,9 @@ def _features_of(model, frame, source):
                     f"({_rows(values.index[unseen])})"
                 )
         elif not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
-            numbers = pd.to_numeric(values, errors="coerce")
-            bad = values[numbers.isna()]
+            bad = values[pd.to_numeric(values, errors="coerce").isna()]
+            if bad.empty:  # true/false, or numbers stored as text
+                raise ValueError(f"{source}: column '{column}' was numeric in fit but is of type {values.dtype} here")
             raise ValueError(
                 f"{source}: column '{column}' was numeric in fit but holds {bad.iloc[0]!r} (row {bad.index[0]})"
             )
@@ -614,9 +617,9 @@ def predict_table(model, frame, *, coverage=0.95, id_column=None, source="TABLE"
         y; ``predict(X, return_std=True)``) and ``lower``, ``upper`` (the
         central ``coverage`` interval of ``predict_interval``, the
         predictive's quantiles where the estimator has them, else ``mean
-        -/+ z std``), and where the estimator has ``predict_uncertainty``,
-        ``epistemic_std`` and ``aleatoric_std`` (the model and noise parts
-        of ``std``, units of y). Classification: ``prediction`` (the most probable
+        -/+ z std``), ``epistemic_std`` and ``aleatoric_std`` (the model
+        and noise parts of ``std`` from ``predict_uncertainty``, units of
+        y). Classification: ``prediction`` (the most probable
         class), ``proba_<class>`` for each class (``predict_proba``, rows
         sum to 1) and the uncertainty measures of ``predict_uncertainty``
         in nats: ``predictive_entropy`` (total), ``expected_entropy``
@@ -630,7 +633,7 @@ def predict_table(model, frame, *, coverage=0.95, id_column=None, source="TABLE"
         feature holds text, a categorical feature holds a category not
         seen in fit, or ``id_column`` is not a column.
     """
-    from .metrics._scorer import _central_interval, _step_with
+    from .metrics._scorer import _central_interval
 
     pd = _pandas()
     X = _features_of(model, frame, source)
@@ -641,25 +644,21 @@ def predict_table(model, frame, *, coverage=0.95, id_column=None, source="TABLE"
         raise ValueError(f"{source}: no column '{id_column}' (--id)")
     else:
         out = pd.DataFrame({id_column: frame[id_column].to_numpy()})
+    # X goes through the preprocessing once, and the estimator's predictive pass runs once: every
+    # estimator of ESTIMATORS has predict_uncertainty, whose mean and std are predict(X, return_std=True)'s.
+    estimator, Xt = pipeline[-1], pipeline[:-1].transform(X)
+    parts = estimator.predict_uncertainty(Xt)
     if model["task"] == "regression":
-        mean, std = pipeline.predict(X, return_std=True)
-        lower, upper = _central_interval(pipeline, X, coverage)
-        out["mean"], out["std"], out["lower"], out["upper"] = mean, std, lower, upper
-        step, Xt = _step_with(pipeline, X, "predict_uncertainty")
-        if step is not None:
-            parts = step.predict_uncertainty(Xt)
-            out["epistemic_std"] = np.asarray(parts.epistemic_std).reshape(len(out))
-            out["aleatoric_std"] = np.asarray(parts.aleatoric_std).reshape(len(out))
+        lower, upper = _central_interval(estimator, Xt, coverage)
+        out["mean"], out["std"], out["lower"], out["upper"] = parts.mean, parts.std, lower, upper
+        out["epistemic_std"], out["aleatoric_std"] = parts.epistemic_std, parts.aleatoric_std
         return out
-    proba = pipeline.predict_proba(X)
-    out["prediction"] = pipeline.predict(X)
+    proba = estimator.predict_proba(Xt)
+    out["prediction"] = estimator.classes_[proba.argmax(axis=1)]  # what predict returns, without a second pass
     for j, label in enumerate(model["classes"]):
         out[f"proba_{label}"] = proba[:, j]
-    step, Xt = _step_with(pipeline, X, "predict_uncertainty")
-    if step is not None:
-        measures = step.predict_uncertainty(Xt)
-        for name in ("predictive_entropy", "expected_entropy", "mutual_information", "variation_ratio"):
-            out[name] = measures[name]
+    for name in ("predictive_entropy", "expected_entropy", "mutual_information", "variation_ratio"):
+        out[name] = parts[name]
     return out
 
 

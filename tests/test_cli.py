@@ -203,6 +203,7 @@ def bad_files(tables, tmp_path_factory):
     unseen.loc[unseen.index[2], "color"] = "purple"
     text_in_numbers = test.astype({"x2": object})
     text_in_numbers.loc[test.index[1], "x2"] = "oops"
+    bool_in_numbers = test.assign(x2=np.arange(len(test)) % 2 == 0)
     unseen_class = test.copy()
     unseen_class.loc[test.index[0], "label"] = "maybe"
     files = {
@@ -213,6 +214,7 @@ def bad_files(tables, tmp_path_factory):
         "unseen": _write(folder, "unseen.csv", unseen),
         "missing_column": _write(folder, "missing_column.csv", test.drop(columns="x2")),
         "text_in_numbers": _write(folder, "text_in_numbers.csv", text_in_numbers),
+        "bool_in_numbers": _write(folder, "bool_in_numbers.csv", bool_in_numbers),
         "unseen_class": _write(folder, "unseen_class.csv", unseen_class),
         "train": tables / "train.csv", "test": tables / "test.csv",
         "reg": folder / "reg.joblib", "clf": folder / "clf.joblib",
@@ -242,6 +244,7 @@ def bad_files(tables, tmp_path_factory):
     (["predict", "{unseen}", "-m", "{reg}"], "'color' has categories not seen in fit: 'purple' (row 2)"),
     (["predict", "{missing_column}", "-m", "{reg}"], "lacks the column(s) 'x2'"),
     (["predict", "{text_in_numbers}", "-m", "{reg}"], "'x2' was numeric in fit but holds 'oops' (row 1)"),
+    (["predict", "{bool_in_numbers}", "-m", "{reg}"], "'x2' was numeric in fit but is of type bool here"),
     (["predict", "{test}", "-m", "{train}"], "cannot be loaded as a model"),
     (["predict", "{test}", "-m", "{folder}/nope.joblib"], "no such model file"),
     (["predict", "-m", "{reg}"], "give a TABLE"),
@@ -266,6 +269,19 @@ def test_parquet_without_engine_is_one_line(tables, monkeypatch, tmp_path):
     result = invoke("fit", path, "-t", "y")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert "reading Parquet needs pyarrow" in result.stderr
+
+
+def test_missing_decompressor_is_not_called_a_parquet_problem(monkeypatch, tmp_path):
+    def no_codec(*args, **kwargs):
+        raise ImportError("Missing optional dependency 'zstandard'.")
+
+    path = tmp_path / "train.csv.zst"
+    path.write_bytes(b"\x28\xb5\x2f\xfd")
+    monkeypatch.setattr(pd, "read_csv", no_codec)
+    result = invoke("fit", path, "-t", "y")
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert "cannot read the file: Missing optional dependency 'zstandard'" in result.stderr
+    assert "Parquet" not in result.stderr
 
 
 def test_parquet_table_is_read(tables, tmp_path):
