@@ -194,7 +194,11 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=15, strategy="uniform"
     .. [2] M. P. Naeini, G. F. Cooper and M. Hauskrecht, "Obtaining well
        calibrated probabilities using Bayesian binning", AAAI 2015.
     """
-    diagram = reliability_diagram(y_true, y_proba, n_bins=n_bins, strategy=strategy, labels=labels)
+    return _ece(reliability_diagram(y_true, y_proba, n_bins=n_bins, strategy=strategy, labels=labels))
+
+
+def _ece(diagram):
+    """The expected calibration error of a :func:`reliability_diagram` Bunch: the count-weighted mean gap."""
     filled = diagram.count > 0
     gaps = np.abs(diagram.accuracy[filled] - diagram.confidence[filled])
     return float(np.sum(diagram.count[filled] * gaps) / diagram.count.sum())

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._docstrings import fill_doc
 from .._uncertainty import entropy
-from ._classification import _bin_means, _reliability_bins, expected_calibration_error
+from ._classification import _bin_means, _ece, _reliability_bins
 from ._regression import (
     _CALIBRATION_METHODS,
     _expected_levels,
@@ -958,7 +958,7 @@ class ReliabilityDisplay:
         """
         diagram, bins = _reliability_bins(y_true, y_proba, n_bins, strategy, labels)
         measures = _per_row_measures(uncertainty, bins.shape[0])
-        ece = expected_calibration_error(y_true, y_proba, n_bins=n_bins, strategy=strategy, labels=labels)
+        ece = _ece(diagram)  # expected_calibration_error of the same bins, without binning twice
         means = {key: _bin_means(bins, values, diagram.count) for key, values in measures.items()}
         display = cls(
             diagram.bin_edges, diagram.confidence, diagram.accuracy, diagram.count, ece=ece, uncertainty=means,
