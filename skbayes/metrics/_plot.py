@@ -25,10 +25,11 @@ from .._uncertainty import entropy
 from ._classification import _bin_means, _ece, _reliability_bins
 from ._regression import (
     _CALIBRATION_METHODS,
+    _area_between,
+    _calibration_scores,
     _expected_levels,
+    _observed_fractions,
     interval_coverage,
-    miscalibration_area,
-    regression_calibration_curve,
 )
 from ._scorer import _accepts, _step_with
 from ._validation import _as_2d, _as_float_array, _check_coverage, _check_same_shape
@@ -318,10 +319,10 @@ class RegressionCalibrationDisplay:
         ImportError
             If matplotlib is not installed.
         """
-        expected, observed = regression_calibration_curve(
-            y_true, y_pred, y_std=y_std, n_levels=n_levels, method=method
-        )
-        area = miscalibration_area(y_true, y_pred, y_std=y_std, method=method)
+        # regression_calibration_curve and miscalibration_area, from one computation of the scores
+        expected = _expected_levels(n_levels)
+        scores = np.sort(_calibration_scores(y_true, y_pred, y_std, method))
+        observed, area = _observed_fractions(scores, expected), _area_between(scores)
         display = cls(expected, observed, method=method, miscalibration_area=area, estimator_name=name)
         return display.plot(ax=ax, ref_line=ref_line, show_area=show_area, **kwargs)
 

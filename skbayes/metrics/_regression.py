@@ -372,8 +372,12 @@ def regression_calibration_curve(y_true, y_pred, *, y_std, n_levels=20, method="
     """
     expected = _expected_levels(n_levels)
     scores = np.sort(_calibration_scores(y_true, y_pred, y_std, method))
-    observed = np.searchsorted(scores, expected, side="right") / scores.size
-    return expected, observed
+    return expected, _observed_fractions(scores, expected)
+
+
+def _observed_fractions(scores, expected):
+    """Fraction of the sorted calibration ``scores`` at or below each level of ``expected``."""
+    return np.searchsorted(scores, expected, side="right") / scores.size
 
 
 @fill_doc
@@ -453,7 +457,11 @@ def miscalibration_area(y_true, y_pred, *, y_std, method="quantile"):
     ----------
     %(ref_kuleshov2018)s
     """
-    scores = np.sort(_calibration_scores(y_true, y_pred, y_std, method))
+    return _area_between(np.sort(_calibration_scores(y_true, y_pred, y_std, method)))
+
+
+def _area_between(scores):
+    """Exact area between the diagonal and the step curve of the sorted calibration ``scores``."""
     n = scores.size
     # On [t_i, t_{i+1}) the observed fraction is the constant c_i = i / n, and
     # int_a^b |p - c| dp = G(b) - G(a) with G(t) = (t - c) |t - c| / 2.
