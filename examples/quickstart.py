@@ -18,10 +18,11 @@ user who wants a predictive distribution reaches for today:
 
 Data: by default the UCI concrete compressive strength data (1030 rows, 8
 features), fixed split 0 of the benchmark protocol (927 training rows, 103
-test rows), read from ``<data home>/uci/concrete`` (``--data-home``, else
-the ``SKBAYES_DATA_HOME`` environment variable, else ``~/.cache/skbayes``) and
-downloaded there from the UCI archive when absent (``--no-download`` forbids
-it). ``--dataset NAME`` takes any UCI benchmark name or alias (``energy``,
+test rows), the copy bundled with skbayes (``skbayes.datasets.fetch_uci``:
+a folder ``<data home>/uci/concrete`` given by ``--data-home`` or the
+``SKBAYES_DATA_HOME`` environment variable overrides it; the sets that are not
+bundled, naval and yacht, are downloaded there unless ``--no-download``).
+``--dataset NAME`` takes any UCI benchmark name or alias (``energy``,
 ``boston``, ``wine``...) or ``diabetes`` (scikit-learn's bundled data,
 ``train_test_split(test_size=0.2, random_state=0)``, no download).
 
@@ -30,7 +31,7 @@ How to run
 ::
 
     python examples/quickstart.py
-    SKBAYES_DATA_HOME=/path/to/data python examples/quickstart.py --dataset energy
+    python examples/quickstart.py --dataset energy
     python examples/quickstart.py --dataset diabetes --output-dir /tmp/skbayes-plots
 
 It takes about a minute on an idle 2-core CPU. If other processes are busy
@@ -91,7 +92,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--data-home",
         default=None,
-        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).",
+        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).",
     )
     parser.add_argument("--no-download", action="store_true", help="Never download a UCI dataset.")
     parser.add_argument(

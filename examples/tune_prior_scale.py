@@ -35,15 +35,15 @@ cross-validation table: mean (and std over folds) test score of every grid
 point under both scorings. The point is to see whether tuning by NLL and by
 R^2 pick differently calibrated models. Nothing is tuned on the test rows.
 
-Data are read from ``<data home>/uci/NAME`` (``--data-home``, else the
-``SKBAYES_DATA_HOME`` environment variable, else ``~/.cache/skbayes``); the
-script never downloads anything.
+Data: the copy bundled with skbayes (``skbayes.datasets.fetch_uci``; a folder
+``<data home>/uci/NAME`` given by ``--data-home`` or the ``SKBAYES_DATA_HOME``
+environment variable overrides it); the script never downloads anything.
 
 How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/tune_prior_scale.py --threads 1
+    python examples/tune_prior_scale.py --threads 1
     python examples/tune_prior_scale.py --dataset energy --max-iter 200 --threads 1
 
 With the defaults on concrete (8 grid points x 3 folds x 2 scorings = 48
@@ -102,7 +102,7 @@ def parse_args(argv=None):
                         help="UCI benchmark name or alias (default: concrete); never downloaded.")
     parser.add_argument("--split", type=int, default=0, help="Which fixed train/test split (default 0).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+                        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).")
     parser.add_argument("--prior-scales", type=float, nargs="+", default=[0.1, 0.3, 1.0, 3.0],
                         help="Grid of prior_scale values (default: 0.1 0.3 1.0 3.0).")
     parser.add_argument("--cv", type=int, default=3, help="Number of cross-validation folds (default 3).")

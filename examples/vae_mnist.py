@@ -2,8 +2,8 @@
 
 What it does
 ------------
-Loads ``mnist/mnist_test_10k.npz`` (key ``data``, 10,000 images of 28 x 28
-uint8) from the data home, takes the first 8,000 images for training and the
+Loads the 10,000 unlabelled MNIST images of 28 x 28 uint8
+(``skbayes.datasets.load_mnist("unlabeled")``, bundled with skbayes), takes the first 8,000 images for training and the
 last 2,000 for testing, scales them to [0, 1] and binarises at 0.5. It fits
 ``VAE(n_components=20, hidden_layer_sizes=(400,), likelihood="bernoulli",
 batch_size=128, learning_rate_init=1e-3)`` (784-400-20-400-784, ReLU, Adam,
@@ -27,12 +27,12 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/vae_mnist.py
+    python examples/vae_mnist.py
     python examples/vae_mnist.py --data-home /path/to/data --epochs 30 --iwae-k 1000
     python examples/vae_mnist.py --epochs 1 --iwae-k 10 --n-test 200   # smoke test
 
-The data home is ``--data-home``, else ``$SKBAYES_DATA_HOME``, else a
-``shared/data`` folder beside the checkout or one of its parents. Torch uses
+``--data-home`` (else ``$SKBAYES_DATA_HOME``) may name a folder holding
+``mnist/mnist_test_10k.npz`` to read instead of the bundled copy. Torch uses
 ``--threads`` threads (default 1, so that timings are stable on a shared
 machine).
 """
@@ -49,6 +49,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from skbayes import VAE
+from skbayes.datasets import load_mnist
 
 N_TRAIN = 8000
 HIDDEN = 400
@@ -61,7 +62,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME).")
+    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the bundled copy).")
     parser.add_argument("--epochs", type=int, default=30, help="Training epochs (default: 30).")
     parser.add_argument("--iwae-k", type=int, default=1000, help="Importance samples of the IWAE bound (default: 1000).")
     parser.add_argument("--n-test", type=int, default=2000, help="Test images for the IWAE bound (default: all 2000).")
@@ -78,26 +79,14 @@ def parse_args(argv=None):
     return args
 
 
-def find_mnist(data_home):
-    candidates = []
-    if data_home:
-        candidates.append(Path(data_home))
-    elif os.environ.get("SKBAYES_DATA_HOME"):
-        candidates.append(Path(os.environ["SKBAYES_DATA_HOME"]))
+def load_binarised_mnist(data_home=None):
+    """The first 8,000 and the last 2,000 unlabelled images, binarised at 0.5, as float32 rows of 784 pixels."""
+    home = data_home or os.environ.get("SKBAYES_DATA_HOME")
+    if home and (data_home or (Path(home) / "mnist").is_dir()):
+        images = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
     else:
-        candidates += [parent / "shared" / "data" for parent in Path(__file__).resolve().parents]
-    for home in candidates:
-        path = home / "mnist" / "mnist_test_10k.npz"
-        if path.is_file():
-            return path
-    raise SystemExit(
-        "mnist/mnist_test_10k.npz not found in " + ", ".join(map(str, candidates))
-        + "; pass --data-home or set SKBAYES_DATA_HOME."
-    )
-
-
-def load_binarised_mnist(path):
-    images = np.load(path)["data"].reshape(-1, 28 * 28).astype(np.float32) / 255.0
+        images = load_mnist("unlabeled").images
+    images = images.reshape(-1, 28 * 28).astype(np.float32) / 255.0
     X = (images > 0.5).astype(np.float32)
     return X[:N_TRAIN], X[N_TRAIN:]
 
@@ -193,7 +182,7 @@ def save_figure(model, X_test, path):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    X_train, X_test = load_binarised_mnist(find_mnist(args.data_home))
+    X_train, X_test = load_binarised_mnist(args.data_home)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {args.device}, "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"train {X_train.shape}, test {X_test.shape}, binarised at 0.5")

@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPRegressor, DeviceWarning
 from skbayes._training import Callback, KLWarmup, TrainingState
-from skbayes.datasets import fetch_uci, get_uci_split
+from skbayes.datasets import get_uci_split, load_uci
 from skbayes.inference import FitContext, MCDropout, MeanFieldVI
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -402,10 +402,10 @@ def test_convergence_warning_at_max_iter():
 # ------------------------------------------------------------------- real data
 @pytest.mark.slow
 @pytest.mark.parametrize("inference", ["mfvi", "mc_dropout"])
-def test_uci_concrete_split_reaches_a_sane_test_log_likelihood(data_home, inference):
+def test_uci_concrete_split_reaches_a_sane_test_log_likelihood(inference):
     # Published rows on concrete (Cinelli 2019, Table 3.3): Bayes by Backprop
     # -3.24, MC dropout at 40 epochs -3.73.
-    X_train, X_test, y_train, y_test = get_uci_split(fetch_uci("concrete", data_home=data_home), 0)
+    X_train, X_test, y_train, y_test = get_uci_split(load_uci("concrete"), 0)
     model = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference=inference, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)))
     model.fit(X_train, y_train)
     log_lik = model[-1].log_predictive_density(model[:-1].transform(X_test), y_test).mean()

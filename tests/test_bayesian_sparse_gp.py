@@ -227,16 +227,16 @@ def test_default_inference_is_the_variational_model():
 
 
 # ---------------------------------------------------------------- real data
-def test_boston_predictive_is_sane(data_home):
+def test_boston_predictive_is_sane():
     """On a Boston split the BSGP's test log-likelihood is within 0.3 nats of the variational GP's at M = 32.
 
     The margin: over the fixed splits of this set the test LL of sparse GPs
     varies by about 0.2-0.3 nats between splits; a broken sampler (wrong
     sign, wrong scaling of N) is off by far more than that.
     """
-    from skbayes.datasets import fetch_uci, get_uci_split
+    from skbayes.datasets import get_uci_split, load_uci
 
-    bunch = fetch_uci("bostonHousing", data_home=data_home, download_if_missing=False)
+    bunch = load_uci("bostonHousing")
     X_train, X_test, y_train, y_test = get_uci_split(bunch, 0)
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)

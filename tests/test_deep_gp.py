@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import DeepGPRegressor, SparseGPRegressor
-from skbayes.datasets import fetch_uci, get_uci_split
+from skbayes.datasets import get_uci_split, load_uci
 from skbayes.nn import linear_mean_weights
 from skbayes.nn.kernels import WhiteNoise
 
@@ -257,8 +257,8 @@ def test_bad_input():
         model.sample_y(X, n_samples=0)
 
 
-def test_real_data_boston(data_home):
-    X_train, X_test, y_train, y_test = get_uci_split(fetch_uci("bostonHousing", data_home=data_home), 0)
+def test_real_data_boston():
+    X_train, X_test, y_train, y_test = get_uci_split(load_uci("bostonHousing"), 0)
     scaler = StandardScaler().fit(X_train)
     model = DeepGPRegressor(n_inducing=50, max_iter=150, n_iter_no_change=150, learning_rate_init=0.02, random_state=0)
     model.fit(scaler.transform(X_train), y_train)

@@ -204,29 +204,36 @@ def print_written(json_path, md_path):
     print(f"Wrote {json_path}" + (f"\nWrote {md_path}" if md_path.exists() else ""))
 
 
-def mnist_data_home(path=None):
-    """``path``, else $SKBAYES_DATA_HOME, else ../shared/data beside the checkout (or a folder above it)."""
-    if path or os.environ.get("SKBAYES_DATA_HOME"):
-        return Path(path or os.environ["SKBAYES_DATA_HOME"])
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data" / "mnist").is_dir():
-            return parent / "shared" / "data"
-    raise FileNotFoundError("MNIST files not found: pass --data-home or set SKBAYES_DATA_HOME")
+def mnist_images(data_home=None):
+    """The labelled MNIST images, their labels and the unlabelled images, as uint8 arrays of 28 x 28.
+
+    From ``<data_home>/mnist/`` (``mnist_5k_labeled.npz``, ``mnist_test_10k.npz``)
+    when ``data_home`` is given or ``$SKBAYES_DATA_HOME/mnist/`` exists, else
+    the copy bundled with skbayes (:func:`skbayes.datasets.load_mnist`).
+    """
+    from skbayes.datasets import load_mnist as load_bundled
+
+    home = data_home or os.environ.get("SKBAYES_DATA_HOME")
+    if home and (data_home or (Path(home) / "mnist").is_dir()):
+        labeled = np.load(Path(home) / "mnist" / "mnist_5k_labeled.npz")
+        unlabeled = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
+        return labeled["images"], labeled["labels"], unlabeled
+    labeled = load_bundled("labeled")
+    return labeled.images, labeled.target, load_bundled("unlabeled").images
 
 
-def load_mnist(home):
+def load_mnist(data_home=None):
     """The fixed stratified 4,000/1,000 split of the 5k labeled images and the 10k unlabeled ones.
 
     Returns ``X_train, X_test, y_train, y_test, X_unlabeled``; images as
     float32 rows of 784 pixels in [0, 1] (``X_test`` etc. keep the row order
     of the split: ``train_test_split(test_size=1000, stratify=labels,
-    random_state=0)``).
+    random_state=0)``). The files: :func:`mnist_images`.
     """
-    labeled = np.load(Path(home) / "mnist" / "mnist_5k_labeled.npz")
-    images = labeled["images"].reshape(len(labeled["images"]), -1).astype(np.float32) / 255.0
+    images, labels, unlabeled = mnist_images(data_home)
+    images = images.reshape(len(images), -1).astype(np.float32) / 255.0
     X_train, X_test, y_train, y_test = train_test_split(
-        images, labeled["labels"], test_size=1000, stratify=labeled["labels"], random_state=0)
-    unlabeled = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
+        images, labels, test_size=1000, stratify=labels, random_state=0)
     return X_train, X_test, y_train, y_test, unlabeled.reshape(len(unlabeled), -1).astype(np.float32) / 255.0
 
 

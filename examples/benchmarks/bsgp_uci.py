@@ -44,7 +44,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/bsgp_uci.py --threads 1 --tag m100
+    python examples/benchmarks/bsgp_uci.py --threads 1 --tag m100
     python examples/benchmarks/bsgp_uci.py --datasets bostonHousing --splits 1 --n-inducing 16 \\
         --max-iter 20 --burn-in-steps 50 --thinning-steps 5 --n-kept 4 --threads 1 --tag smoke
 

@@ -36,7 +36,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/deep_gp_uci.py \\
+    python examples/benchmarks/deep_gp_uci.py \\
         --splits 3 --max-iter 100 --threads 1 --tag m100_3splits
     python examples/benchmarks/deep_gp_uci.py --datasets kin8nm --splits 1 --max-iter 2 \\
         --threads 1 --tag smoke
@@ -110,7 +110,7 @@ def parse_args(argv=None):
     parser.add_argument("--max-iter", type=int, default=100, help="Epochs per fit, exactly (default: 100).")
     parser.add_argument("--n-mc-predict", type=int, default=100, help="Mixture components at test (default: 100).")
     parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads (default: unchanged).")
-    parser.add_argument("--data-home", default=None, help="Folder holding uci/ (default: SKBAYES_DATA_HOME).")
+    parser.add_argument("--data-home", default=None, help="Folder holding uci/<name>/, a copy that overrides the bundled sets (default: $SKBAYES_DATA_HOME, else the bundled copy).")
     parser.add_argument("--tag", default=None, help="Results file name deep_gp_<tag>.* (default: a timestamp).")
     parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--render", nargs="+", default=None,

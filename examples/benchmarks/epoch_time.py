@@ -44,7 +44,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/epoch_time.py
+    python examples/benchmarks/epoch_time.py
     python examples/benchmarks/epoch_time.py --data-home /path/to/data \\
         --epochs 50 --repeats 7 --threads 1 --json /tmp/epoch_time.json
     python examples/benchmarks/epoch_time.py --epochs 20 --repeats 7 --threads 1 \\
@@ -131,7 +131,7 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=5, help="Timed runs per configuration (default: 5).")
     parser.add_argument("--dataset", default="concrete", help="UCI dataset, training rows of split 0 (default: concrete).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+                        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) (default: leave torch's default).")
     parser.add_argument("--device", default="cpu",

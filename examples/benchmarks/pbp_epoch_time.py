@@ -43,7 +43,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=7, help="Timed runs per method (default: 7).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+                        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu).")
     parser.add_argument("--out", default=None, help="Write the raw times (JSON) and the table (.md beside it) here.")
     args = parser.parse_args(argv)

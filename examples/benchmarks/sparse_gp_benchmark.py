@@ -103,7 +103,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/sparse_gp_benchmark.py \\
+    python examples/benchmarks/sparse_gp_benchmark.py \\
         --threads 1 --tag converged
     python examples/benchmarks/sparse_gp_benchmark.py --datasets kin8nm --splits 1 \\
         --n-inducing 64 --budget fixed --max-iter 5 --threads 1 --tag smoke
@@ -213,7 +213,7 @@ def parse_args(argv=None):
     parser.add_argument("--synthetic-1m", action="store_true",
                         help="Synthetic mode with 1,000,000 x 8 rows (same as --synthetic-rows 1000000).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+                        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) and BLAS threads (default: leave the defaults).")
     parser.add_argument("--tag", default=None, help="Results file name sparse_gp_<tag>.* (default: a timestamp).")

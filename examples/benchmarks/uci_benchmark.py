@@ -37,7 +37,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/uci_benchmark.py
+    python examples/benchmarks/uci_benchmark.py
     python examples/benchmarks/uci_benchmark.py --data-home /path/to/data \\
         --datasets concrete energy --splits 5 --methods mfvi --tag quick
 
@@ -181,7 +181,7 @@ def parse_args(argv=None):
                              "the others to the estimator (values parsed as Python literals when "
                              "possible; default: none).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding uci/<name>/ (default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes).")
+                        help="Folder holding uci/<name>/ (a copy that overrides the bundled sets; default: $SKBAYES_DATA_HOME, else ~/.cache/skbayes, else the bundled copy).")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) (default: leave torch's default).")
     parser.add_argument("--tag", default=None, help="Results file name uci_<tag>.* (default: a timestamp).")

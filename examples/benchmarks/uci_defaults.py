@@ -49,7 +49,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/uci_defaults.py \\
+    python examples/benchmarks/uci_defaults.py \\
         --models ngboost mlp exact_gp --threads 1 --tag baselines
     python examples/benchmarks/uci_defaults.py --models skbayes --threads 1 --tag default
     python examples/benchmarks/uci_defaults.py --models skbayes --datasets energy --splits 3 \\

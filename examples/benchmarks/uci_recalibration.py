@@ -40,7 +40,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/uci_recalibration.py --tag full
+    python examples/benchmarks/uci_recalibration.py --tag full
     python examples/benchmarks/uci_recalibration.py --datasets boston --splits 1 --max-iter 20 --tag smoke
 
 Options: ``--datasets`` (names or aliases; default: all present),

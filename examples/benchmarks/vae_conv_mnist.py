@@ -3,8 +3,8 @@
 What it does
 ------------
 Loads ``mnist/mnist_test_10k.npz`` (key ``data``, the 10,000 MNIST test
-images, 28 x 28 uint8, no labels) from ``--data-home`` (default
-``$SKBAYES_DATA_HOME``, else ``../shared/data`` beside the checkout), takes
+images, 28 x 28 uint8, no labels; ``skbayes.datasets.load_mnist("unlabeled")``,
+the copy bundled with skbayes, or ``--data-home``/``$SKBAYES_DATA_HOME`` holding ``mnist/``), takes
 the first 8,000 images for training and the last 2,000 for testing (the
 split of ``examples/vae_mnist.py``), scales them to [0, 1] and binarises at
 0.5, as rows of 784 pixels (float32).
@@ -34,7 +34,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=../shared/data python examples/benchmarks/vae_conv_mnist.py
+    python examples/benchmarks/vae_conv_mnist.py
     python examples/benchmarks/vae_conv_mnist.py --quick              # smoke run, under a minute
     python examples/benchmarks/vae_conv_mnist.py --device cuda --epochs 100 --iwae-k 1000 --tag cuda_100ep
 
@@ -59,7 +59,7 @@ from skbayes import VAE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, mnist_data_home, output_paths, print_written, run_saving, write_atomic,
+    environment, limit_threads, mnist_images, output_paths, print_written, run_saving, write_atomic,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,9 +68,9 @@ IMAGE = (1, 28, 28)
 QUICK = {"n_train": 1000, "n_test": 500, "epochs": 2}
 
 
-def load_binarised_mnist(home):
-    """The 8,000 / 2,000 split of the 10,000 images, binarised at 0.5, as float32 rows of 784 pixels."""
-    images = np.load(Path(home) / "mnist" / "mnist_test_10k.npz")["data"]
+def load_binarised_mnist(data_home=None):
+    """The 8,000 / 2,000 split of the 10,000 unlabelled images, binarised at 0.5, as float32 rows of 784 pixels."""
+    images = mnist_images(data_home)[2]
     X = (images.reshape(len(images), -1).astype(np.float32) / 255.0 > 0.5).astype(np.float32)
     return X[:N_TRAIN], X[N_TRAIN:]
 
@@ -169,7 +169,7 @@ def parse_args(argv=None):
     parser.add_argument("--iwae-k", type=int, default=0, help="Importance samples of the IWAE bound (default: 0, off).")
     parser.add_argument("--n-iwae", type=int, default=2000, help="Test images of the IWAE bound (default: 2000).")
     parser.add_argument("--data-home", default=None,
-                        help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME or ../shared/data).")
+                        help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the copy bundled with skbayes).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default: 1).")
     parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
@@ -187,7 +187,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     limit_threads(args.threads)
-    X_train, X_test = load_binarised_mnist(mnist_data_home(args.data_home))
+    X_train, X_test = load_binarised_mnist(args.data_home)
     if args.quick:
         X_train, X_test = X_train[: QUICK["n_train"]], X_test[: QUICK["n_test"]]
     json_path, md_path = output_paths(args, "vae_conv_mnist")

@@ -36,7 +36,7 @@ How to run
 ----------
 ::
 
-    SKBAYES_DATA_HOME=/path/to/data python examples/benchmarks/whvi_uci.py --tag table42
+    python examples/benchmarks/whvi_uci.py --tag table42
     python examples/benchmarks/whvi_uci.py --quick   # a smoke test: 2 datasets, 1 split, 200 steps
 
 Options: ``--datasets``, ``--n-splits`` (default 8), ``--steps`` (default
