@@ -1,4 +1,34 @@
+import os
+
 import pytest
+
+# Test modules whose tests are independent of each other and many (scikit-learn's estimator checks):
+# under pytest-xdist they spread over all workers; every other module runs on one worker, so that its
+# module- and session-scoped fixtures (fitted models, the documentation build) are computed once.
+_SPREAD_MODULES = {"test_common.py"}
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker gets its share of the cores (1 thread with 2 workers on 2).
+
+    Its torch, and through ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` the processes its tests start (the
+    documentation build, the command line): more busy OpenMP threads than cores slow training many-fold.
+    """
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        import torch
+
+        share = max(1, (os.cpu_count() or 1) // int(workers))
+        torch.set_num_threads(share)
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(share)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group each test module on one xdist worker (``--dist loadgroup``), except :data:`_SPREAD_MODULES`."""
+    for item in items:
+        if item.path.name not in _SPREAD_MODULES and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(autouse=True, scope="session")
