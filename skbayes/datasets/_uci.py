@@ -82,7 +82,26 @@ def _fetch(url):
         return response.read()
 
 
-class _Folder:
+class _Files:
+    """The files of one dataset, by name (``data.txt``, ``index_train_0.txt``...), wherever they are kept."""
+
+    def label(self, file):
+        """Where ``file`` is, for messages."""
+        raise NotImplementedError
+
+    def has(self, file):
+        raise NotImplementedError
+
+    def _get(self, file):
+        raise NotImplementedError
+
+    def read_bytes(self, file):
+        if not self.has(file):
+            raise FileNotFoundError(f"UCI file missing: {self.label(file)}")
+        return self._get(file)
+
+
+class _Folder(_Files):
     """The files of one dataset in a folder ``<data_home>/uci/<name>/``."""
 
     def __init__(self, folder):
@@ -94,13 +113,11 @@ class _Folder:
     def has(self, file):
         return (self.folder / file).is_file()
 
-    def read_bytes(self, file):
-        if not self.has(file):
-            raise FileNotFoundError(f"UCI file missing: {self.label(file)}")
+    def _get(self, file):
         return (self.folder / file).read_bytes()
 
 
-class _Archive:
+class _Archive(_Files):
     """The files of one bundled dataset, read from ``data/uci/<name>.tar.xz`` into memory."""
 
     def __init__(self, path, name):
@@ -115,9 +132,7 @@ class _Archive:
     def has(self, file):
         return file in self.files
 
-    def read_bytes(self, file):
-        if not self.has(file):
-            raise FileNotFoundError(f"UCI file missing: {self.label(file)}")
+    def _get(self, file):
         return self.files[file]
 
 
