@@ -9,6 +9,15 @@ parameter objects (commit 1cc403b), so the test shows that the redesign
 kept the numbers. The configurations are written once, in neutral terms;
 :func:`make_estimator` maps them onto either API (flat parameters such as
 ``n_samples_predict`` and ``burn_in`` before, ``inference=SGHMC(...)`` after).
+
+:data:`CONFIGS_2` covers what the first file does not (the other inference
+methods of the MLPs, the other noise models, the torch-module estimators, the
+GP classifier, the sampled sparse GPs, the deep GP, the mixture in batch and
+online, recalibration); ``python tests/behaviour_reference.py --second``
+writes it to ``tests/data/behaviour_reference_2.npz``. The file committed was
+written at commit 85553e1, before the GP family, the likelihoods, the
+predictive mixture and the fit template were redesigned (one shape for every
+family), so that each step of that redesign can show it kept the numbers.
 """
 
 from pathlib import Path
@@ -16,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 REFERENCE = Path(__file__).parent / "data" / "behaviour_reference.npz"
+REFERENCE_2 = Path(__file__).parent / "data" / "behaviour_reference_2.npz"
 
 # name -> (estimator, method, method parameters, shared parameters)
 CONFIGS = {
@@ -44,6 +54,75 @@ CONFIGS = {
     "vae_bernoulli_warmup": ("vae", None, {}, {"likelihood": "bernoulli", "kl_warmup_epochs": 2, "n_mc_train": 2}),
 }
 
+
+
+def _gpi_prior():
+    from skbayes.inference import GPInducedPrior
+
+    return GPInducedPrior(n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)
+
+
+def _sghmc(**params):
+    """A factory of SGHMC objects (a fresh object for each estimator)."""
+
+    def make():
+        from skbayes.inference import SGHMC
+
+        return SGHMC(**params)
+
+    return make
+
+
+_SHORT_SGHMC = {"burn_in": 3, "thinning": 2, "n_kept_samples": 4}
+
+# name -> (estimator, method, method parameters, shared parameters); a callable parameter value is
+# called to make a fresh object for each estimator.
+CONFIGS_2 = {
+    "reg_whvi": ("reg", "whvi", {"n_flows": 1}, {}),
+    "reg_whvi_no_flow": ("reg", "whvi", {}, {}),
+    "reg_mnf": ("reg", "mnf", {"hidden_size": 8}, {}),
+    "reg_bbh": ("reg", "bbh", {"generator_hidden_sizes": (8,), "n_weight_draws": 2, "n_prior_draws": 2}, {}),
+    "reg_bbg": ("reg", "bbg", {"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,),
+                               "n_weight_draws": 2, "n_prior_draws": 2}, {}),
+    "reg_sghmc_gpi_prior": ("reg", "sghmc", {**_SHORT_SGHMC, "prior": _gpi_prior}, {}),
+    "reg_mfvi_heteroscedastic": ("reg", "mfvi", {}, {"noise": "heteroscedastic"}),
+    "reg_mc_dropout_heteroscedastic": ("reg", "mc_dropout", {}, {"noise": "heteroscedastic"}),
+    "reg_ensemble_student_t": ("reg", "ensemble", {"n_estimators": 2}, {"noise": "student_t"}),
+    "reg_sghmc_auto_noise": ("reg", "sghmc", dict(_SHORT_SGHMC), {"noise": "auto"}),
+    "reg_mfvi_multioutput": ("reg", "mfvi", {}, {"multioutput": True}),
+    "clf_whvi": ("clf", "whvi", {}, {}),
+    "clf_mnf": ("clf", "mnf", {"hidden_size": 8}, {}),
+    "clf_bbh": ("clf", "bbh", {"generator_hidden_sizes": (8,), "n_weight_draws": 2, "n_prior_draws": 2}, {}),
+    "clf_bbg": ("clf", "bbg", {"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,),
+                               "n_weight_draws": 2, "n_prior_draws": 2}, {}),
+    "nnreg_mfvi": ("nnreg", "mfvi", {}, {}),
+    "nnreg_mc_dropout": ("nnreg", "mc_dropout", {}, {}),
+    "nnreg_ensemble": ("nnreg", "ensemble", {"n_estimators": 2}, {}),
+    "nnreg_sghmc": ("nnreg", "sghmc", dict(_SHORT_SGHMC), {}),
+    "nnclf_mfvi": ("nnclf", "mfvi", {}, {}),
+    "nnclf_mc_dropout": ("nnclf", "mc_dropout", {}, {}),
+    "sgp_sghmc": ("sgp", None, {}, {"inference": _sghmc(**_SHORT_SGHMC)}),
+    "sgp_sghmc_dpp_prior": ("sgp", None, {}, {"inference": _sghmc(**_SHORT_SGHMC), "inducing_prior": "dpp"}),
+    "sgp_matern_fixed_hyperparameters": ("sgp", None, {}, {"kernel": "matern52", "learn_hyperparameters": False}),
+    "sgp_warm_start": ("sgp", None, {}, {"warm_start": True}),
+    "gpc_binary_probit": ("gpc", None, {}, {"likelihood": "probit"}),
+    "gpc_binary_logit_ngd": ("gpc", None, {}, {"likelihood": "logit", "variational_optimizer": "ngd"}),
+    "gpc_softmax": ("gpc3", None, {}, {"likelihood": "softmax"}),
+    "gpc_robust_max": ("gpc3", None, {}, {"likelihood": "robustmax"}),
+    "gpc_sghmc": ("gpc", None, {}, {"inference": _sghmc(**_SHORT_SGHMC)}),
+    "dgp_two_layers": ("dgp", None, {}, {}),
+    "dgp_three_layers": ("dgp", None, {}, {"n_layers": 3, "prior_mean": "zero"}),
+    "gmm_batch": ("gmm", None, {}, {}),
+    "gmm_batch_dirichlet_distribution": ("gmm", None, {}, {"weight_concentration_prior_type": "dirichlet_distribution",
+                                                            "covariance_type": "diag"}),
+    "gmm_online": ("gmm", None, {}, {"learning_method": "online", "batch_size": 16, "max_iter": 10}),
+    "gmm_partial_fit": ("gmm", None, {}, {"learning_method": "online", "batch_size": 16, "partial_fit": True}),
+    "cal_gaussian": ("cal", None, {}, {}),
+    "cal_sample_y_prefit": ("cal", None, {}, {"predictive": "draws", "cv": "prefit"}),
+    "vae_beta_iwae": ("vae", None, {}, {"beta": 0.5}),
+    "vae_conditional": ("vae", None, {}, {"conditional": True}),
+}
+
 _NEW_METHODS = {
     "mfvi": "MeanFieldVI",
     "mc_dropout": "MCDropout",
@@ -51,7 +130,29 @@ _NEW_METHODS = {
     "vadam": "Vadam",
     "sghmc": "SGHMC",
     "ensemble": "DeepEnsemble",
+    "whvi": "WHVI",
+    "mnf": "MNF",
+    "bbh": "BayesByHypernet",
+    "bbg": "BayesByGAN",
 }
+
+
+def _config(name):
+    return CONFIGS[name] if name in CONFIGS else CONFIGS_2[name]
+
+
+def _called(params):
+    """``params`` with each callable value replaced by what it returns (a fresh object)."""
+    return {key: value() if callable(value) else value for key, value in params.items()}
+
+
+class TinyNet:
+    """Factory of the torch module of the ``nn*`` configurations: n_features-8-n_outputs, ReLU."""
+
+    def __new__(cls, n_features, n_outputs, width=8):
+        from torch import nn
+
+        return nn.Sequential(nn.Linear(n_features, width), nn.ReLU(), nn.Linear(width, n_outputs))
 
 
 def _has_param(cls, name):
@@ -62,8 +163,10 @@ def data(kind):
     """Small fixed data sets: X (n, 3) and targets for regression, classification or a VAE."""
     rng = np.random.RandomState(0)
     X = rng.uniform(-2, 2, size=(64, 3))
-    if kind == "clf":
+    if kind in ("clf", "gpc3"):
         return X, (X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.randn(64) > 0.5).astype(int) + (X[:, 2] > 1)
+    if kind == "gpc":
+        return X, (X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.randn(64) > 0.5).astype(int)
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(64)
     if kind == "multioutput":
         return X, np.column_stack([y, X[:, 2] ** 2 + 0.2 * rng.randn(64)])
@@ -76,10 +179,35 @@ def make_estimator(name):
     """The estimator of configuration ``name`` in the installed API, and its fit options."""
     import skbayes
 
-    kind, method, method_params, shared = CONFIGS[name]
-    shared = dict(shared)
+    kind, method, method_params, shared = _config(name)
+    shared, method_params = _called(shared), _called(method_params)
     options = {key: shared.pop(key, False) for key in ("multioutput", "partial_fit")}
     common = {"random_state": 0, "dtype": "float64", "device": "cpu"}
+    if kind in ("nnreg", "nnclf"):
+        import skbayes.inference
+
+        cls = skbayes.BayesianNeuralNetRegressor if kind == "nnreg" else skbayes.BayesianNeuralNetClassifier
+        params = {"module": TinyNet, "max_iter": 6, "batch_size": 16, "n_mc_predict": 7, **common, **shared,
+                  "inference": getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)}
+        if kind == "nnreg":
+            params.setdefault("noise", "homoscedastic")
+        return cls(**params), options
+    if kind in ("gpc", "gpc3"):
+        params = {"n_inducing": 12, "max_iter": 15, "learning_rate_init": 0.05, "n_mc_predict": 7, **common, **shared}
+        return skbayes.SparseGPClassifier(**params), options
+    if kind == "dgp":
+        params = {"n_inducing": 10, "max_iter": 8, "batch_size": 16, "learning_rate_init": 0.02, "n_mc_train": 2,
+                  "n_mc_predict": 5, **common, **shared}
+        return skbayes.DeepGPRegressor(**params), options
+    if kind == "gmm":
+        params = {"n_components": 3, "max_iter": 25, **common, **shared}
+        return skbayes.BayesianGaussianMixture(**params), options
+    if kind == "cal":
+        base = skbayes.BayesianMLPRegressor(
+            (8,), inference=skbayes.inference.MeanFieldVI(), noise="homoscedastic", max_iter=6, batch_size=16,
+            n_mc_predict=7, **common)
+        params = {"cv": 2, **shared}
+        return skbayes.CalibratedRegressorCV(base, **params), options
     if kind in ("reg", "clf"):
         cls = skbayes.BayesianMLPRegressor if kind == "reg" else skbayes.BayesianMLPClassifier
         # the classifier's defaults when the reference was written (its defaults changed since)
@@ -90,7 +218,7 @@ def make_estimator(name):
 
             params["n_mc_predict"] = 7
             params["inference"] = getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)
-            if kind == "reg" and _has_param(cls, "noise"):
+            if kind == "reg" and _has_param(cls, "noise") and "noise" not in shared:
                 params["noise"] = "homoscedastic"  # the reference's noise model (the default became "auto")
         else:
             params["n_samples_predict"] = 7
@@ -102,6 +230,8 @@ def make_estimator(name):
             params.update(inference=method, **method_params)
         return cls(**params), options
     if kind == "sgp":
+        if "inference" in shared:  # the sampled GP: a short variational start, then the chains
+            shared.setdefault("batch_size", 32)
         params = {"n_inducing": 12, "max_iter": 15, "learning_rate_init": 0.05, **common, **shared}
         if not _has_param(skbayes.SparseGPRegressor, "prior_mean") and "prior_mean" in params:
             params["mean"] = params.pop("prior_mean")
@@ -122,25 +252,52 @@ def diagnostics(model):
 
 def run(name):
     """Fit configuration ``name`` and return its outputs, a dict of arrays."""
-    kind = CONFIGS[name][0]
+    kind = _config(name)[0]
     model, options = make_estimator(name)
     if kind == "vae":
         X, _ = data("bernoulli" if model.likelihood == "bernoulli" else "reg")
+        if getattr(model, "conditional", False):
+            labels = (X[:, 0] > 0).astype(int)
+            model.fit(X, labels)
+            return {"transform": model.transform(X, labels), "score_samples": model.score_samples(X, labels),
+                    "loss_curve": np.asarray(model.loss_curve_)}
         model.fit(X)
         return {
             "transform": model.transform(X),
             "score_samples": model.score_samples(X),
             "loss_curve": np.asarray(model.loss_curve_),
         }
-    X, y = data("multioutput" if options["multioutput"] else kind)
+    if kind == "gmm":
+        X, _ = data("reg")
+        if options["partial_fit"]:
+            model.partial_fit(X[:32]).partial_fit(X[32:])
+        else:
+            model.fit(X)
+        return {"proba": model.predict_proba(X), "score_samples": model.score_samples(X),
+                "weights": model.weights_, "means": model.means_, "lower_bound": np.asarray(model.lower_bound_)}
+    if kind == "cal":
+        X, y = data("reg")
+        if model.cv == "prefit":
+            model.estimator.fit(X[:40], y[:40])
+            model.fit(X[40:], y[40:])
+        else:
+            model.fit(X, y)
+        mean, std = model.predict(X, return_std=True)
+        lower, upper = model.predict_interval(X, coverage=0.9)
+        out = {"mean": mean, "std": std, "lower": lower, "upper": upper, "cdf": model.predict_cdf(X, y),
+               "quantiles": model.predict_quantiles(X[:10], [0.1, 0.5, 0.9])}
+        if hasattr(model, "log_predictive_density"):  # the Gaussian base predictive has a density
+            out["log_density"] = model.log_predictive_density(X, y)
+        return out
+    X, y = data("multioutput" if options["multioutput"] else {"nnreg": "reg", "nnclf": "clf"}.get(kind, kind))
     if options["partial_fit"]:
         model.partial_fit(X[:32], y[:32]).partial_fit(X[32:], y[32:])
     else:
         model.fit(X, y)
         if getattr(model, "warm_start", False):
             model.fit(X, y)
-    out = {"loss_curve": np.asarray(model.loss_curve_)}
-    if kind == "clf":
+    out = {"loss_curve": np.asarray(model.loss_curve_)} if hasattr(model, "loss_curve_") else {}
+    if kind in ("clf", "nnclf", "gpc", "gpc3"):
         parts = model.predict_uncertainty(X)
         out.update(proba=parts.proba, mutual_information=parts.mutual_information, expected_entropy=parts.expected_entropy)
         out["log_proba"] = model.predict_log_proba(X)
@@ -148,21 +305,27 @@ def run(name):
         out["mean"], out["std"] = model.predict(X, return_std=True)
         out["sample_y"] = model.sample_y(X[:10], n_samples=3, random_state=1)
         out["log_density"] = model.log_predictive_density(X, y)
-        if kind == "reg":
+        if kind in ("reg", "nnreg"):
             out["epistemic_std"] = model.predict_uncertainty(X).epistemic_std
     for key, value in diagnostics(model).items():
-        out[f"diag_{key}"] = np.asarray(value, dtype=float)
+        if isinstance(value, dict):  # e.g. the fitted GP-induced prior's own diagnostics
+            out.update({f"diag_{key}_{sub}": np.asarray(v, dtype=float) for sub, v in value.items()
+                        if isinstance(v, (int, float, np.ndarray, list, tuple))})
+        elif hasattr(value, "theta"):  # a fitted scikit-learn kernel: its log-hyperparameters
+            out[f"diag_{key}"] = np.asarray(value.theta, dtype=float)
+        else:
+            out[f"diag_{key}"] = np.asarray(value, dtype=float)
     return out
 
 
-def compute():
-    """Outputs of every configuration, a dict ``"config/output" -> ndarray``."""
+def compute(configs=CONFIGS):
+    """Outputs of every configuration of ``configs``, a dict ``"config/output" -> ndarray``."""
     import warnings
 
     arrays = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in CONFIGS:
+        for name in configs:
             for key, value in run(name).items():
                 arrays[f"{name}/{key}"] = value
     return arrays
@@ -177,15 +340,19 @@ def compare(arrays, reference=REFERENCE, rtol=1e-9, atol=1e-12):
 
 
 def main(argv):
-    """``--check`` compares the current code with the reference file; otherwise (re)writes it."""
-    arrays = compute()
+    """``--check`` compares the current code with the reference file; otherwise (re)writes it.
+
+    ``--second``: the same for :data:`CONFIGS_2` and :data:`REFERENCE_2`.
+    """
+    configs, reference = (CONFIGS_2, REFERENCE_2) if "--second" in argv else (CONFIGS, REFERENCE)
+    arrays = compute(configs)
     if "--check" in argv:
-        differ = compare(arrays)
+        differ = compare(arrays, reference)
         print("identical to the reference" if not differ else f"{len(differ)} outputs differ: {differ}")
         return 1 if differ else 0
-    REFERENCE.parent.mkdir(exist_ok=True)
-    np.savez_compressed(REFERENCE, **arrays)
-    print(f"wrote {len(arrays)} arrays for {len(CONFIGS)} configurations to {REFERENCE}")
+    reference.parent.mkdir(exist_ok=True)
+    np.savez_compressed(reference, **arrays)
+    print(f"wrote {len(arrays)} arrays for {len(configs)} configurations to {reference}")
     return 0
 
 
