@@ -351,7 +351,7 @@ def joint(estimator, X):
         for s in range(samples.n_samples):
             samples.load_(s, module)
             chol_zz = gp.chol_zz()
-            a = gp._whitened_cross(x, chol_zz)
+            a = gp.whitened_cross(x, chol_zz)
             mean = a.T @ gp.q_mean + gp.mean_constant
             cov = gp.kernel(x, x) - a.T @ a
             mean_sum = mean_sum + mean

@@ -163,7 +163,7 @@ def conditional(gp, x, chol_zz=None):
     """
     if chol_zz is None:
         chol_zz = gp.chol_zz()
-    a = gp._whitened_cross(x, chol_zz)
+    a = gp.whitened_cross(x, chol_zz)
     var = (gp.kernel.diag(x) - a.square().sum(0)).clamp_min(0.0)
     if gp.q_mean.ndim == 1:
         return a.T @ gp.q_mean + gp.mean_constant, var

@@ -32,6 +32,7 @@ References
 import torch
 from torch import nn
 
+from .._mlp import MLP
 from ..functional import standard_uniform
 
 __all__ = ["ImplicitLinear", "parameters_from_slices"]
@@ -90,9 +91,6 @@ class ImplicitLinear(nn.Module):
         self, in_features, out_features, *, noise_dim=10, hidden_sizes=(32, 64), activation="relu", generator=None,
         device=None, dtype=None,
     ):
-        # networks.mlp imports this package: import MLP when a layer is built
-        from ..networks.mlp import MLP
-
         super().__init__()
         self.in_features = int(in_features)
         self.out_features = int(out_features)

@@ -3,8 +3,9 @@
 :class:`BayesianLayerStack` is the prediction protocol shared by every network
 of Bayesian layers (:class:`BayesianMLP`, :class:`~skbayes.nn.networks.PBPNetwork`);
 :func:`forward_with_parameters` evaluates any MLP under a stack of weight
-draws; :class:`MLP` is the plain deterministic network of the VAE's encoder
-and decoder.
+draws; :class:`MLP`, the plain deterministic network of the VAE's encoder
+and decoder and of the generators, is defined below the layers (``skbayes/nn/_mlp.py``,
+which the implicit layers import too) and exported here.
 
 References
 ----------
@@ -17,7 +18,8 @@ References
 import torch
 from torch import nn
 
-from ..functional import feed_forward, uniform_init
+from .._mlp import MLP
+from ..functional import feed_forward
 from ..layers import DropoutLinear, MeanFieldLinear
 
 __all__ = ["MLP", "BayesianLayerStack", "BayesianMLP", "forward_with_parameters"]
@@ -176,40 +178,3 @@ class BayesianMLP(BayesianLayerStack):
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation
-
-
-def _linear(n_in, n_out, generator, factory):
-    # torch.nn.Linear with its default scale drawn from an explicit generator;
-    # skip_init avoids touching the global RNG; it needs a device (None would leave the layer on "meta").
-    factory = {**factory, "device": torch.get_default_device() if factory["device"] is None else factory["device"]}
-    layer = torch.nn.utils.skip_init(nn.Linear, n_in, n_out, **factory)
-    with torch.no_grad():
-        layer.weight.copy_(uniform_init(layer.weight.shape, n_in, generator, **factory))
-        layer.bias.copy_(uniform_init(layer.bias.shape, n_in, generator, **factory))
-    return layer
-
-
-class MLP(nn.Module):
-    """Deterministic multi-layer perceptron, a non-linearity between layers.
-
-    Parameters
-    ----------
-    sizes : sequence of int
-        Widths ``[n_in, *hidden, n_out]``.
-    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
-    generator : torch.Generator, optional
-        Source of the random initial weights.
-    device, dtype : optional
-    """
-
-    def __init__(self, sizes, activation="relu", *, generator=None, device=None, dtype=None):
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.layers = nn.ModuleList(
-            _linear(a, b, generator, factory) for a, b in zip(sizes[:-1], sizes[1:])
-        )
-        self.activation = activation
-
-    def forward(self, h):
-        """Map (..., n_in) to (..., n_out)."""
-        return feed_forward(h, self.layers, self.activation)

@@ -241,9 +241,16 @@ class PBPNetwork(BayesianLayerStack):
     ``layers``), so its posterior predicts by Monte Carlo like a mean-field
     network; :meth:`moments` gives PBP's own Gaussian approximation of the
     predictive instead (eq. 3.38).
+
+    ``log_z_gradients`` and ``hidden_workspace`` are the functions of this
+    module, reached through the network by
+    :meth:`~skbayes.nn.optim.PBPOptimizer.adf_pass` (the optimiser module is
+    imported by this one and does not import it back).
     """
 
     activation = "relu"
+    log_z_gradients = staticmethod(log_z_gradients)
+    hidden_workspace = staticmethod(hidden_workspace)
 
     def __init__(
         self,

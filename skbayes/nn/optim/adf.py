@@ -246,9 +246,7 @@ class PBPOptimizer(torch.optim.Optimizer):
         log_z : torch.Tensor of shape (n,)
             log Z of each row under q before the step that included it, in nats.
         """
-        from ..networks.pbp import hidden_workspace, log_z_gradients  # the network module imports this one
-
-        network = self.network
+        network = self.network  # a PBPNetwork: its log Z gradients (networks import this module, not back)
         on_cpu = x.device.type == "cpu"
         ops = NUMPY_OPS if on_cpu else TORCH_OPS
 
@@ -266,7 +264,7 @@ class PBPOptimizer(torch.optim.Optimizer):
             inputs = torch.cat([x, x.new_ones((n, 1))], dim=1)
             log_z = x.new_empty(n)
         inputs_sq = inputs * inputs
-        hidden = hidden_workspace(means, min(batch_size, n), inputs)
+        hidden = network.hidden_workspace(means, min(batch_size, n), inputs)
         alpha, beta = arrays(network.noise_alpha), arrays(network.noise_beta)
         learn = noise_var is None
         if not learn:
@@ -276,7 +274,7 @@ class PBPOptimizer(torch.optim.Optimizer):
             stop = start + batch_size
             if learn:
                 noise_var = beta / (alpha - 1.0)
-            log_z[start:stop], grads, mean, var = log_z_gradients(
+            log_z[start:stop], grads, mean, var = network.log_z_gradients(
                 inputs[start:stop], y[start:stop], means, variances, noise_var,
                 inputs_sq=inputs_sq[start:stop], hidden=hidden, ops=ops,
             )

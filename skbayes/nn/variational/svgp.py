@@ -194,8 +194,24 @@ class SVGP(nn.Module):
         z = self.inducing_points
         return cholesky(self.kernel(z, z), self.jitter)
 
-    def _whitened_cross(self, x, chol_zz):
-        # A = L_zz^{-1} K_zx, shape (M, n): the transpose of _whitened_cross_t (a view)
+    def whitened_cross(self, x, chol_zz):
+        """The whitened cross-covariance A = L_zz^{-1} K_zx of the whitened parametrisation.
+
+        The conditional of f at x given the whitened inducing values v is
+        N(A^T v, K_xx - A^T A) (Hensman et al. 2015, section 3), shared by the
+        variational marginals and by the sampled sparse GP's conditionals.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, d)
+        chol_zz : torch.Tensor of shape (M, M)
+            :meth:`chol_zz`.
+
+        Returns
+        -------
+        a : torch.Tensor of shape (M, n)
+            A view of the transpose of an (n, M) solve.
+        """
         return self._whitened_cross_t(x, chol_zz).mT
 
     def _whitened_cross_t(self, x, chol_zz):
@@ -261,7 +277,7 @@ class SVGP(nn.Module):
             return mean, (cond_var if q_var.ndim == 1 else cond_var[:, None]) + q_var
         if chol_zz is None:
             chol_zz = self.chol_zz()
-        a = self._whitened_cross(x, chol_zz)
+        a = self.whitened_cross(x, chol_zz)
         b = self.q_scale_tril.mT @ a
         mean = a.T @ self.q_mean.mT + self.mean_constant if self.q_mean.ndim > 1 else a.T @ self.q_mean + self.mean_constant
         return mean, self.kernel(x, x) - a.T @ a + b.mT @ b
@@ -406,7 +422,7 @@ class SVGP(nn.Module):
         projection = torch.zeros_like(self.q_mean)
         for start in range(0, x.shape[0], block_size):
             rows = x[start : start + block_size]
-            a = self._whitened_cross(rows, chol_zz)
+            a = self.whitened_cross(rows, chol_zz)
             weight = 1.0 / torch.as_tensor(noise_var, dtype=a.dtype, device=a.device).expand(rows.shape[0])
             if objective == "fitc":
                 weight = 1.0 / (noise_var + (self.kernel.diag(rows) - a.square().sum(0)).clamp_min(0.0))
