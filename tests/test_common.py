@@ -1,13 +1,12 @@
 """scikit-learn's estimator checks on every public skbayes estimator."""
 
-import inspect
-
 import pytest
-from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.base import clone, is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skbayes
-from skbayes.inference import MNF, PBP, SGHMC, BayesByGAN, BayesByHypernet, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam, WHVI
+from discovery import inference_methods, public_estimators
+from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
@@ -29,25 +28,30 @@ INIT_PARAMS = {
 }
 
 
+# Small settings per inference method (class name -> one entry per object to check); a method not
+# named here is checked at its defaults (tests/discovery.py finds every method skbayes.inference exports).
+_SHORT_SGHMC = {"burn_in": 20, "thinning": 2, "n_kept_samples": 5}
+METHOD_SETTINGS = {
+    "SGHMC": [
+        _SHORT_SGHMC,
+        {**_SHORT_SGHMC, "prior": lambda: GPInducedPrior(
+            n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)},
+    ],
+    "DeepEnsemble": [{"n_estimators": 3}],
+    "WHVI": [{"n_flows": 1}],
+    "BayesByHypernet": [{"generator_hidden_sizes": (8,), "n_weight_draws": 2, "n_prior_draws": 2}],
+    "BayesByGAN": [{"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,), "n_weight_draws": 2,
+                    "n_prior_draws": 2}],
+    "MNF": [{"hidden_size": 8}],
+}
+
+
 def _methods():
     """Every inference method of the Bayesian MLPs, as an object with small settings.
 
     A function, not a constant: each estimator gets objects of its own.
     """
-    return [
-        MeanFieldVI(),
-        MCDropout(),
-        PBP(),
-        Vadam(),
-        SGHMC(burn_in=20, thinning=2, n_kept_samples=5),
-        DeepEnsemble(n_estimators=3),
-        WHVI(n_flows=1),
-        BayesByHypernet(generator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
-        BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
-        SGHMC(burn_in=20, thinning=2, n_kept_samples=5, prior=GPInducedPrior(
-            n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)),
-        MNF(hidden_size=8),
-    ]
+    return inference_methods(METHOD_SETTINGS)
 
 
 # Estimator parameters that go with a method (PBP's passes are few by design; the hypernetwork,
@@ -75,10 +79,7 @@ def _expected_failed_checks(estimator):
 
 
 def _public_estimators():
-    return sorted(
-        (obj for _, obj in inspect.getmembers(skbayes, inspect.isclass) if issubclass(obj, BaseEstimator)),
-        key=lambda cls: cls.__name__,
-    )
+    return public_estimators()
 
 
 def _module_methods():

@@ -14,19 +14,8 @@ import pytest
 import torch
 
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
-from skbayes.inference import (
-    MNF,
-    PBP,
-    SGHMC,
-    WHVI,
-    BayesByGAN,
-    BayesByHypernet,
-    DeepEnsemble,
-    GPInducedPrior,
-    MCDropout,
-    MeanFieldVI,
-    Vadam,
-)
+from discovery import inference_methods
+from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI
 
 pytestmark = [
     pytest.mark.cuda,
@@ -34,20 +23,21 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
 ]
 
-METHODS = [
-    MeanFieldVI(init="iblm", kl_warmup_epochs=2),
-    MCDropout(dropout_rate=0.1),
-    PBP(),
-    Vadam(),
-    SGHMC(burn_in=4, thinning=1, n_kept_samples=4),
-    DeepEnsemble(n_estimators=3),
-    WHVI(n_flows=1),
-    MNF(flow="realnvp", hidden_size=8),
-    BayesByHypernet(generator_hidden_sizes=(8,)),
-    BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,)),
-    SGHMC(burn_in=4, thinning=1, n_kept_samples=4,
-          prior=GPInducedPrior(n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=3)),
-]
+# Every method skbayes.inference exports (tests/discovery.py), with small settings.
+METHODS = inference_methods({
+    "MeanFieldVI": [{"init": "iblm", "kl_warmup_epochs": 2}],
+    "MCDropout": [{"dropout_rate": 0.1}],
+    "SGHMC": [
+        {"burn_in": 4, "thinning": 1, "n_kept_samples": 4},
+        {"burn_in": 4, "thinning": 1, "n_kept_samples": 4, "prior": lambda: GPInducedPrior(
+            n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=3)},
+    ],
+    "DeepEnsemble": [{"n_estimators": 3}],
+    "WHVI": [{"n_flows": 1}],
+    "MNF": [{"flow": "realnvp", "hidden_size": 8}],
+    "BayesByHypernet": [{"generator_hidden_sizes": (8,)}],
+    "BayesByGAN": [{"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,)}],
+})
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
+from discovery import inference_methods
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import (
     ALIASES,
@@ -43,19 +44,14 @@ ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
 
 
 def _methods():
-    """One object of every method, with settings small enough for fast fits."""
-    return [
-        MeanFieldVI(),
-        MCDropout(),
-        PBP(),
-        Vadam(),
-        SGHMC(n_chains=2, burn_in=4, thinning=1, n_kept_samples=4),
-        DeepEnsemble(n_estimators=2),
-        WHVI(),
-        BayesByHypernet(generator_hidden_sizes=(8,)),
-        BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(12,)),
-        MNF(hidden_size=8),
-    ]
+    """One object of every method skbayes.inference exports (tests/discovery.py), small enough for fast fits."""
+    return inference_methods({
+        "SGHMC": [{"n_chains": 2, "burn_in": 4, "thinning": 1, "n_kept_samples": 4}],
+        "DeepEnsemble": [{"n_estimators": 2}],
+        "BayesByHypernet": [{"generator_hidden_sizes": (8,)}],
+        "BayesByGAN": [{"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (12,)}],
+        "MNF": [{"hidden_size": 8}],
+    })
 
 
 def _ids(method):
@@ -481,3 +477,11 @@ def test_memory_of_prediction_is_bounded():
     growth, output_bytes = map(int, out.stdout.split())
     assert output_bytes == 2 * 100_000 * 8
     assert growth < 300 * 2**20, f"peak memory grew by {growth / 2**20:.0f} MiB"
+
+
+def test_discovery_finds_every_method_the_aliases_name():
+    from discovery import inference_method_classes
+
+    found = inference_method_classes()
+    assert set(ALIASES.values()) <= set(found)
+    assert [type(m) for m in _methods()] == found  # one object each, in the order found

@@ -1,0 +1,50 @@
+"""What the common tests run over, found by looking, so that a new estimator or inference method cannot be left out.
+
+:func:`public_estimators` lists the estimator classes that ``skbayes``
+exports; :func:`inference_methods` makes one object of every inference
+method that ``skbayes.inference`` exports, with the test file's small
+settings where it gives them and the method's defaults otherwise (a new
+method is tested at its defaults until a file says otherwise).
+"""
+
+import inspect
+
+from sklearn.base import BaseEstimator
+
+import skbayes
+import skbayes.inference
+
+
+def public_estimators():
+    """Every estimator class of ``skbayes``'s top level, sorted by name."""
+    return sorted(
+        (obj for _, obj in inspect.getmembers(skbayes, inspect.isclass) if issubclass(obj, BaseEstimator)),
+        key=lambda cls: cls.__name__,
+    )
+
+
+def inference_method_classes():
+    """Every concrete inference method exported by ``skbayes.inference``, sorted by name."""
+    module = skbayes.inference
+    classes = {obj for obj in (getattr(module, name) for name in module.__all__) if inspect.isclass(obj)}
+    return sorted(
+        (cls for cls in classes if issubclass(cls, module.InferenceMethod)
+         and cls is not module.InferenceMethod and not inspect.isabstract(cls)),
+        key=lambda cls: cls.__name__,
+    )
+
+
+def inference_methods(settings=None):
+    """One object per entry of ``settings`` (class name -> list of parameter dicts), defaults for the others.
+
+    A parameter value that is callable is called, to give each object a fresh
+    sub-object (e.g. a prior that is fitted with the estimator).
+    """
+    settings = settings or {}
+    unknown = set(settings) - {cls.__name__ for cls in inference_method_classes()}
+    assert not unknown, f"settings for methods skbayes.inference does not export: {sorted(unknown)}"
+    return [
+        cls(**{key: value() if callable(value) else value for key, value in params.items()})
+        for cls in inference_method_classes()
+        for params in settings.get(cls.__name__, [{}])
+    ]
