@@ -10,7 +10,7 @@ inference (a two-member ``DeepEnsemble``, one hidden layer of 32, 200
 epochs), changing only ``noise``: ``"heteroscedastic"`` (the network predicts
 a noise level per row), ``"homoscedastic"`` (one learned level) and
 ``"student_t"``. These are the settings of
-``tests/test_heteroscedastic.py::test_heteroscedastic_noise_tracks_sigma_x_and_covers_in_every_bin``,
+``tests/neural_network/test_heteroscedastic.py::test_heteroscedastic_noise_tracks_sigma_x_and_covers_in_every_bin``,
 which asserts what this script prints.
 
 It writes a table with, for each model, the coverage of the central 95%

@@ -11,7 +11,7 @@ files, ``n_splits.txt`` and the optional grid files) and ``mnist/`` with
 one ``<name>.tar.xz`` holding its files byte for byte (sorted members, zero
 times and owners, so a rebuild gives the same archive), and
 ``uci/SHA256SUMS`` records the SHA-256 of every file inside them, which
-``tests/test_datasets.py`` checks. The MNIST files are copied as they are.
+``tests/datasets/test_datasets.py`` checks. The MNIST files are copied as they are.
 The script then loads every bundled set with :func:`skbayes.datasets.load_uci`
 and checks it equals :func:`skbayes.datasets.fetch_uci` on the source folder.
 """

@@ -360,7 +360,7 @@ def fit_uci_splits(report, datasets, n_splits, data_home, order, fit, keys, prog
 # ---------------------------------------------------------------------------
 # The registry of the Bayesian MLPs' inference methods, shared by the BNN
 # benchmarks (cubic_toy.py, mnist_bnn.py, epoch_time.py --registry) and by
-# tests/test_cubic_toy.py.
+# tests/inference/test_cubic_toy.py.
 # ---------------------------------------------------------------------------
 
 

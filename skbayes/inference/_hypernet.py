@@ -76,7 +76,7 @@ class BayesByHypernet(InferenceMethod):
     ``kl_warmup_epochs``. With few draws the estimate is biased, in a
     direction that depends on q: low when q is wider than the prior (Killingberg
     2021, Figure 5.2), high when q is narrower, the usual case in training
-    (``tests/test_implicit_posteriors.py`` measures both in 9-D); more draws
+    (``tests/inference/test_implicit_posteriors.py`` measures both in 9-D); more draws
     reduce the bias and cost more per step.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,

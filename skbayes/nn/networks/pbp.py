@@ -25,7 +25,7 @@ Deviations from the reference implementation (the authors' Theano code):
   nearly the same state: on a 3-10-1 network after 4 passes the predictive
   means differed by 0.04 predictive standard deviations on average, less
   than a different shuffle of the rows changes them (0.15), and E[1/lambda]
-  by under 8% (``tests/test_pbp.py``).
+  by under 8% (``tests/inference/test_pbp.py``).
 * The Gamma updates (eqs. 3.30-3.31) are rejected, like the weight updates,
   when they would give a non-finite value or a shape parameter <= 1.
 * With several rows per step (not in the paper, whose schedule is one row per

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("cubic_toy", ROOT / "examples" / "benchmarks" / "cubic_toy.py")
 cubic_toy = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cubic_toy)  # puts examples/benchmarks on sys.path for _common

@@ -10,7 +10,7 @@ from sklearn.base import clone
 
 from skbayes import BayesianMLPRegressor
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_inference_method.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_inference_method.py"
 
 
 @pytest.fixture(scope="module")
