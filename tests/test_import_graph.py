@@ -143,3 +143,16 @@ def test_a_cycle_through_a_package_init_is_found(tmp_path):
     # without the package's own import of sub.z, the hierarchy is clean
     (package / "other" / "__init__.py").write_text("from .y import Y\n")
     assert cycles(import_graph(package)) == []
+
+
+def test_the_torch_engines_do_not_import_scikit_learn():
+    # skbayes.nn computes with torch; translating scikit-learn objects is the estimators' side.
+    offenders = []
+    for module, path in module_files(PACKAGE).items():
+        if not module.startswith("skbayes.nn"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            offenders += [f"{module}: {name}" for name in names if name.split(".")[0] == "sklearn"]
+    assert offenders == []

@@ -3,7 +3,7 @@
 :class:`BaseSparseGP` holds what :class:`~skbayes.SparseGPRegressor` and
 :class:`~skbayes.SparseGPClassifier` do alike: the kernel (a string name or
 a scikit-learn kernel object translated by
-:func:`skbayes.nn.kernels.from_sklearn_kernel`), the inducing-point
+:func:`skbayes.gaussian_process.from_sklearn_kernel`), the inducing-point
 initialisation, the warm-start bookkeeping, the optimiser (Adam, or Adam
 chained with natural-gradient steps for q(u)), the training run through the
 one shared loop (``TorchEstimatorMixin._fit_loop``), the fitted
@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 
 from ..base import TorchEstimatorMixin
 from ..nn import SVGP, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel
-from ..nn.kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
+from .._sklearn_kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
 
 # Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024

@@ -24,7 +24,7 @@ from .._param_validation import (
 from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
-from ..nn.kernels import from_sklearn_kernel
+from .._sklearn_kernels import from_sklearn_kernel
 from ._base import auto_budget
 from ._sparse_gp import _AUTO_BATCH, _KERNELS, SparseGPRegressor
 

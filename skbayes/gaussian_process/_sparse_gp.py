@@ -24,7 +24,8 @@ from ..base import PredictiveRegressorMixin, target_scaling
 from ..inference import InferenceMethod
 from ..nn import OBJECTIVES, GaussianLikelihood, cholesky
 from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
-from ..nn.kernels import WhiteNoise, from_sklearn_kernel
+from .._sklearn_kernels import from_sklearn_kernel
+from ..nn.kernels import WhiteNoise
 from . import _bsgp
 from ._base import _AUTO_BATCH, BaseSparseGP  # noqa: F401 (_AUTO_BATCH: imported from here by _deep_gp)
 from ._base import KERNELS as _KERNELS

@@ -16,7 +16,7 @@ from .._uncertainty import ClassifierUncertaintyMixin
 from ..inference import InferenceMethod
 from ..nn import BinaryLikelihood, RobustMaxLikelihood, SoftmaxLikelihood
 from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
-from ..nn.kernels import from_sklearn_kernel
+from .._sklearn_kernels import from_sklearn_kernel
 from . import _bsgp
 from ._base import KERNELS, BaseSparseGP
 

@@ -10,7 +10,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteK
 
 from .._param_validation import Interval
 from .._training import Callback
-from ..nn import from_sklearn_kernel
+from .._sklearn_kernels import from_sklearn_kernel
 from ..nn.functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, fit_functional_prior
 
 __all__ = ["GPInducedPrior"]
@@ -56,7 +56,7 @@ class GPInducedPrior(BaseEstimator):
     ----------
     kernel : sklearn.gaussian_process.kernels.Kernel or None, default=None
         The target GP's covariance, in the units of X and of the
-        standardised targets; any expression :func:`skbayes.nn.from_sklearn_kernel`
+        standardised targets; any expression :func:`skbayes.gaussian_process.from_sklearn_kernel`
         translates (a ``WhiteKernel`` term adds nothing to the function
         prior). None is ``ConstantKernel(1.0) * RBF(1.0)``, meant for
         standardised inputs.
@@ -86,7 +86,7 @@ class GPInducedPrior(BaseEstimator):
     ------
     ValueError
         At fit, on an invalid value, on ``fit_kernel=True`` with a
-        classifier, or on a kernel :func:`~skbayes.nn.from_sklearn_kernel`
+        classifier, or on a kernel :func:`~skbayes.gaussian_process.from_sklearn_kernel`
         cannot translate.
 
     References

@@ -49,10 +49,7 @@ from .kernels import (
     SquaredExponential,
     SumKernel,
     WhiteNoise,
-    from_sklearn_kernel,
     half_integer_matern,
-    stationary_to_sklearn_kernel,
-    to_sklearn_kernel,
 )
 from .layers import (
     DropoutLinear,
@@ -198,7 +195,6 @@ __all__ = [
     "fast_walsh_hadamard",
     "covariance_gradient",
     "forward_with_parameters",
-    "from_sklearn_kernel",
     "gamma_moment_update",
     "gaussian_log_prob",
     "gauss_hermite",
@@ -221,8 +217,6 @@ __all__ = [
     "relu_moments",
     "scale_tril_from_raw",
     "split_rhat",
-    "stationary_to_sklearn_kernel",
-    "to_sklearn_kernel",
     "uniform_init",
     "whvi_dimensions",
 ]

@@ -13,7 +13,7 @@ from sklearn.gaussian_process.kernels import RationalQuadratic, WhiteKernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayes import SparseGPRegressor
-from skbayes.nn.kernels import from_sklearn_kernel, to_sklearn_kernel
+from skbayes.gaussian_process import from_sklearn_kernel, to_sklearn_kernel
 
 KERNELS = [
     C(2.5),

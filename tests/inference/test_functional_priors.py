@@ -10,7 +10,8 @@ from sklearn.model_selection import GridSearchCV
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import SGHMC, GPInducedPrior
-from skbayes.nn import StackedMLP, from_sklearn_kernel
+from skbayes.gaussian_process import from_sklearn_kernel
+from skbayes.nn import StackedMLP
 from skbayes.nn.functional_priors import (
     LayerGaussianPrior,
     LayerInverseGammaPrior,
