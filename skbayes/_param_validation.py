@@ -6,12 +6,14 @@ keeps a future rename to a one-line fix. The constraints of the parameters
 that every estimator hands to the shared training loop live here too, so that
 they are declared once, and :func:`validate_method_params` gives every public
 method (``sample_y``, ``predict_interval``, ...) the same checks and error
-messages as the constructor parameters.
+messages as the constructor parameters; :func:`check_quantile_levels` checks the
+levels of every ``predict_quantiles``.
 """
 
 import functools
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, Options, StrOptions, validate_params
 
@@ -23,6 +25,7 @@ __all__ = [
     "StrOptions",
     "TRAINING_CONSTRAINTS",
     "_fit_context",
+    "check_quantile_levels",
     "validate_method_params",
 ]
 
@@ -75,3 +78,11 @@ def validate_method_params(**constraints):
         return wrapped
 
     return decorate
+
+
+def check_quantile_levels(quantiles):
+    """``quantiles`` as a 1-D float64 array of levels in (0, 1); ValueError otherwise."""
+    levels = np.asarray(quantiles, dtype=np.float64)
+    if levels.ndim != 1 or levels.size == 0 or not np.all((levels > 0) & (levels < 1)):
+        raise ValueError(f"quantiles must be a non-empty 1-D array of levels in (0, 1); got {quantiles!r}.")
+    return levels

@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
 from ._docstrings import fill_doc
-from ._param_validation import COVERAGE, validate_method_params
+from ._param_validation import COVERAGE, check_quantile_levels, validate_method_params
 from ._training import fit_loop
 
 __all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "hidden_layer_sizes", "target_scaling"]
@@ -359,9 +359,45 @@ class PredictiveRegressorMixin:
         """
         return self.predict_uncertainty(X).std
 
+    @validate_method_params(quantiles=["array-like"])
+    def predict_quantiles(self, X, quantiles):
+        """Quantiles of each row's predictive distribution of y.
+
+        The quantile at level q of the predictive at x, F_x^{-1}(q), in the
+        units of y: of the Gaussian with the predictive mean and standard
+        deviation, or, for a regressor whose predictive is a mixture that is
+        not treated as Gaussian (the Bayesian MLPs with heteroscedastic or
+        Student-t noise, the deep GP), of that mixture, found by Newton's
+        method safeguarded by bisection on its CDF
+        (``skbayes._predictive.mixture_quantile``).
+
+        %(parameters_X)s
+        quantiles : array-like of shape (n_quantiles,)
+            Levels in (0, 1), e.g. ``[0.05, 0.5, 0.95]``.
+
+        Returns
+        -------
+        y_quantiles : ndarray of shape (n_samples, n_quantiles), or (n_samples, n_outputs, n_quantiles)
+            For 1-D training targets, the first shape (as scikit-learn's
+            quantile regressors and MAPIE expect); non-decreasing in the level.
+
+        Raises
+        ------
+        %(not_fitted_error)s
+        ValueError
+            If ``quantiles`` is not a non-empty 1-D array of levels in (0, 1),
+            or as ``predict``.
+        """
+        return self._predictive_quantiles(X, check_quantile_levels(quantiles))
+
+    def _predictive_quantiles(self, X, levels):
+        """:meth:`predict_quantiles` for checked ``levels``: here the Gaussian's, mean + Phi^{-1}(q) std."""
+        mean, std = self.predict(X, return_std=True)
+        return mean[..., None] + std[..., None] * norm.ppf(levels)
+
     @validate_method_params(coverage=COVERAGE)
     def predict_interval(self, X, coverage=0.95):
-        """Central interval of the Gaussian with the predictive mean and std.
+        """Central predictive interval: the (1 -/+ coverage) / 2 quantiles of :meth:`predict_quantiles`.
 
         %(parameters_X)s
         %(coverage)s
@@ -369,14 +405,13 @@ class PredictiveRegressorMixin:
         Returns
         -------
         lower, upper : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            ``mean -/+ z * std`` with z the (1 + coverage) / 2 normal quantile,
-            in the units of y.
+            In the units of y.
 
         Raises
         ------
+        %(not_fitted_error)s
         ValueError
-            If ``coverage`` is not in (0, 1).
+            If ``coverage`` is not in (0, 1), or as ``predict``.
         """
-        mean, std = self.predict(X, return_std=True)
-        z = norm.ppf(0.5 + coverage / 2)
-        return mean - z * std, mean + z * std
+        bounds = self._predictive_quantiles(X, np.array([0.5 - coverage / 2, 0.5 + coverage / 2]))
+        return bounds[..., 0], bounds[..., 1]

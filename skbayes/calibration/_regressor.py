@@ -23,6 +23,7 @@ from .._param_validation import (
     Interval,
     StrOptions,
     _fit_context,
+    check_quantile_levels,
     validate_method_params,
 )
 from .._predictive import DrawsPredictive, GaussianPredictive, bisect_quantile, map_inverse, map_slope
@@ -517,10 +518,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         ValueError
             If a level is not in (0, 1), or as :meth:`predict`.
         """
-        levels = np.asarray(quantiles, dtype=np.float64)
-        if levels.ndim != 1 or levels.size == 0 or not np.all((levels > 0) & (levels < 1)):
-            raise ValueError(f"quantiles must be a non-empty 1-D array of levels in (0, 1); got {quantiles!r}.")
-        return self._quantiles(X, levels)
+        return self._quantiles(X, check_quantile_levels(quantiles))
 
     @validate_method_params(coverage=COVERAGE)
     def predict_interval(self, X, coverage=0.95):

@@ -13,7 +13,6 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._docstrings import fill_doc
 from .._param_validation import (
-    COVERAGE,
     N_DRAWS,
     TRAINING_CONSTRAINTS,
     Interval,
@@ -484,33 +483,21 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         result = self._uncertainty(self._validate_X_predict(X))
         return (result.mean, result.std) if return_std else result.mean
 
-    @validate_method_params(coverage=COVERAGE)
-    def predict_interval(self, X, coverage=0.95):
-        """Central interval of the predictive mixture: its (1 -/+ coverage)/2 quantiles.
+    def _predictive_quantiles(self, X, levels):
+        """Quantiles of the predictive mixture (1/S) sum_s N(mu_s, v_s + sigma^2), units of y.
 
-        %(parameters_X)s
-        %(coverage)s
-
-        Returns
-        -------
-        lower, upper : ndarray of shape (n_samples,)
-            Quantiles of (1/S) sum_s N(mu_s, v_s + sigma^2), in the units of y
-            (Newton's method safeguarded by bisection; with one layer, the
-            Gaussian's).
-
-        Raises
-        ------
-        ValueError
-            If ``coverage`` is not in (0, 1), or as :meth:`predict`.
+        By Newton's method safeguarded by bisection (with one layer, the
+        Gaussian's); the quantiles of :meth:`predict_quantiles` and
+        :meth:`predict_interval`.
         """
         noise_var = (self.noise_std_ / self._y_scale) ** 2
 
-        def interval(mean, var, rows):
+        def quantiles(mean, var, rows):
             std = np.sqrt(var + noise_var)
-            return tuple(mixture_quantile(q, mean.T, std.T) for q in (0.5 - coverage / 2, 0.5 + coverage / 2))
+            return np.stack([mixture_quantile(q, mean.T, std.T) for q in levels], axis=-1)
 
-        bounds = self._mixture(self._validate_X_predict(X), interval)
-        return tuple(b * self._y_scale + self._y_mean for b in bounds)
+        bounds = np.asarray(self._mixture(self._validate_X_predict(X), quantiles))
+        return bounds * self._y_scale + self._y_mean
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
     def sample_y(self, X, n_samples=1, random_state=0):

@@ -4,13 +4,12 @@ from numbers import Real
 
 import numpy as np
 import torch
-from scipy import special
 from sklearn.base import RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import COVERAGE, N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
+from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, HeteroscedasticGaussianLikelihood, StudentTLikelihood, inverse_softplus
@@ -510,52 +509,30 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         log_p = self._log_predictive(X, Y, self.n_mc_predict, self._predict_seed)
         return log_p - np.log(self._y_scale).sum()
 
-    @validate_method_params(coverage=COVERAGE)
-    def predict_interval(self, X, coverage=0.95):
-        """Central predictive interval.
+    def _predictive_quantiles(self, X, levels):
+        """The quantiles of :meth:`predict_quantiles` and :meth:`predict_interval`.
 
-        With ``noise="homoscedastic"``: ``mean -/+ z * std`` of
-        :meth:`predict`, the interval of the Gaussian with the predictive
-        mean and standard deviation (z the (1 + coverage) / 2 normal
-        quantile). With the other noise models the predictive mixture is far
-        from Gaussian (noise levels that vary across the draws, heavy
-        tails), so the interval is the exact central interval of the
-        Monte-Carlo mixture (1/T) sum_t p(y | f_t(x)) over the
-        ``n_mc_predict`` draws (all members for ``DeepEnsemble`` and
-        ``SGHMC``): its (1 - coverage) / 2 and (1 + coverage) / 2
-        quantiles, found by Newton's method safeguarded by bisection on the
-        mixture's CDF (``skbayes._predictive.mixture_quantile``), per
-        output.
-
-        %(parameters_X)s
-        %(coverage)s
-
-        Returns
-        -------
-        lower, upper : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            In the units of y.
-
-        Raises
-        ------
-        %(not_fitted_error)s
-        ValueError
-            If X has NaN/inf or the wrong number of features, or
-            ``coverage`` is not in (0, 1).
+        With ``noise="homoscedastic"``: those of the Gaussian with the
+        predictive mean and standard deviation of :meth:`predict`. With the
+        other noise models the predictive mixture is far from Gaussian (noise
+        levels that vary across the draws, heavy tails), so they are the
+        exact quantiles of the Monte-Carlo mixture (1/T) sum_t p(y | f_t(x))
+        over the ``n_mc_predict`` draws (all members for ``DeepEnsemble`` and
+        ``SGHMC``), found by Newton's method safeguarded by bisection on the
+        mixture's CDF (``skbayes._predictive.mixture_quantile``), per output.
         """
         check_is_fitted(self)
         likelihood = self.module_["likelihood"]
         if isinstance(likelihood, GaussianLikelihood):
-            return super().predict_interval(X, coverage)
+            return super()._predictive_quantiles(X, levels)
         X = self._validate_X_predict(X)
-        tail = (1.0 - coverage) / 2.0
 
-        def interval(f, rows):
+        def quantiles(f, rows):
             loc, scale, df = _component_moments(likelihood.distribution(f))
-            bounds = [mixture_quantile(p, loc, scale, df) for p in (tail, 1.0 - tail)]
-            return tuple(torch.as_tensor(b) for b in bounds)
+            return torch.stack([torch.as_tensor(mixture_quantile(q, loc, scale, df)) for q in levels], dim=-1)
 
-        lower, upper = self._over_draws(X, interval, self.n_mc_predict, self._predict_seed)
-        return tuple(self._output(b * self._y_scale + self._y_mean) for b in (lower, upper))
+        bounds = self._over_draws(X, quantiles, self.n_mc_predict, self._predict_seed)  # (n, k, n_levels)
+        return self._output(bounds * np.asarray(self._y_scale)[:, None] + np.asarray(self._y_mean)[:, None])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
