@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy.stats import norm
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from skbayes import BayesianMLPRegressor, DeepGPRegressor, SparseGPRegressor
 from skbayes.inference import SGHMC, MeanFieldVI
@@ -101,3 +101,12 @@ def test_bad_levels_are_refused(levels, fitted, data):
     match = "'quantiles' parameter" if isinstance(levels, str) else "quantiles must be a non-empty 1-D array of levels in"
     with pytest.raises(ValueError, match=match):
         fitted["sparse_gp"].predict_quantiles(data[0][:3], levels)
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_before_fit_both_methods_say_so(name, data):
+    model = REGRESSORS[name][0]()
+    with pytest.raises(NotFittedError):
+        model.predict_quantiles(data[0][:3], [0.5])
+    with pytest.raises(NotFittedError):
+        model.predict_interval(data[0][:3])

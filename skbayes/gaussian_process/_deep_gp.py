@@ -490,13 +490,14 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         Gaussian's); the quantiles of :meth:`predict_quantiles` and
         :meth:`predict_interval`.
         """
+        X = self._validate_X_predict(X)  # first: NotFittedError before any fitted attribute is read
         noise_var = (self.noise_std_ / self._y_scale) ** 2
 
         def quantiles(mean, var, rows):
             std = np.sqrt(var + noise_var)
             return np.stack([mixture_quantile(q, mean.T, std.T) for q in levels], axis=-1)
 
-        bounds = np.asarray(self._mixture(self._validate_X_predict(X), quantiles))
+        bounds = np.asarray(self._mixture(X, quantiles))
         return bounds * self._y_scale + self._y_mean
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
