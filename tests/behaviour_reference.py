@@ -141,18 +141,11 @@ def _config(name):
     return CONFIGS[name] if name in CONFIGS else CONFIGS_2[name]
 
 
-def _called(params):
-    """``params`` with each callable value replaced by what it returns (a fresh object)."""
-    return {key: value() if callable(value) else value for key, value in params.items()}
+def tiny_net(n_features, n_outputs, width=8):
+    """The torch module of the ``nn*`` configurations: n_features-8-n_outputs, ReLU."""
+    from torch import nn
 
-
-class TinyNet:
-    """Factory of the torch module of the ``nn*`` configurations: n_features-8-n_outputs, ReLU."""
-
-    def __new__(cls, n_features, n_outputs, width=8):
-        from torch import nn
-
-        return nn.Sequential(nn.Linear(n_features, width), nn.ReLU(), nn.Linear(width, n_outputs))
+    return nn.Sequential(nn.Linear(n_features, width), nn.ReLU(), nn.Linear(width, n_outputs))
 
 
 def _has_param(cls, name):
@@ -180,14 +173,16 @@ def make_estimator(name):
     import skbayes
 
     kind, method, method_params, shared = _config(name)
-    shared, method_params = _called(shared), _called(method_params)
+    from discovery import fresh
+
+    shared, method_params = fresh(shared), fresh(method_params)
     options = {key: shared.pop(key, False) for key in ("multioutput", "partial_fit")}
     common = {"random_state": 0, "dtype": "float64", "device": "cpu"}
     if kind in ("nnreg", "nnclf"):
         import skbayes.inference
 
         cls = skbayes.BayesianNeuralNetRegressor if kind == "nnreg" else skbayes.BayesianNeuralNetClassifier
-        params = {"module": TinyNet, "max_iter": 6, "batch_size": 16, "n_mc_predict": 7, **common, **shared,
+        params = {"module": tiny_net, "max_iter": 6, "batch_size": 16, "n_mc_predict": 7, **common, **shared,
                   "inference": getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)}
         if kind == "nnreg":
             params.setdefault("noise", "homoscedastic")

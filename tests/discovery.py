@@ -43,8 +43,9 @@ def inference_methods(settings=None):
     settings = settings or {}
     unknown = set(settings) - {cls.__name__ for cls in inference_method_classes()}
     assert not unknown, f"settings for methods skbayes.inference does not export: {sorted(unknown)}"
-    return [
-        cls(**{key: value() if callable(value) else value for key, value in params.items()})
-        for cls in inference_method_classes()
-        for params in settings.get(cls.__name__, [{}])
-    ]
+    return [cls(**fresh(params)) for cls in inference_method_classes() for params in settings.get(cls.__name__, [{}])]
+
+
+def fresh(params):
+    """``params`` with each callable value replaced by what it returns (a fresh sub-object per estimator)."""
+    return {key: value() if callable(value) else value for key, value in params.items()}

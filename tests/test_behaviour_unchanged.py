@@ -34,6 +34,16 @@ RTOL, ATOL = 1e-6, 1e-9
 SPARSE_GP_RTOL = 1e-5
 
 
+def _check(name, arrays, rtol):
+    """Fit configuration ``name`` now and compare its outputs with those stored in ``arrays``."""
+    outputs = reference.run(name)
+    expected = {key.split("/", 1)[1]: arrays[key] for key in arrays.files if key.startswith(name + "/")}
+    assert expected, f"no reference outputs for {name}"
+    assert set(expected) <= set(outputs)
+    for key, value in expected.items():
+        np.testing.assert_allclose(outputs[key], value, rtol=rtol, atol=ATOL, err_msg=f"{name}/{key}")
+
+
 @pytest.fixture(scope="module")
 def reference_arrays():
     return np.load(reference.REFERENCE)
@@ -42,13 +52,7 @@ def reference_arrays():
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("name", sorted(reference.CONFIGS))
 def test_predictions_are_those_of_the_code_before_the_redesign(name, reference_arrays):
-    outputs = reference.run(name)
-    expected = {key.split("/", 1)[1]: reference_arrays[key] for key in reference_arrays.files if key.startswith(name + "/")}
-    assert expected, f"no reference outputs for {name}"
-    assert set(expected) <= set(outputs)
-    for key, value in expected.items():
-        rtol = SPARSE_GP_RTOL if name.startswith("sgp") else RTOL
-        np.testing.assert_allclose(outputs[key], value, rtol=rtol, atol=ATOL, err_msg=f"{name}/{key}")
+    _check(name, reference_arrays, SPARSE_GP_RTOL if name.startswith("sgp") else RTOL)
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +63,4 @@ def reference_arrays_2():
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("name", sorted(reference.CONFIGS_2))
 def test_predictions_are_those_of_the_code_before_the_one_shape_redesign(name, reference_arrays_2):
-    outputs = reference.run(name)
-    expected = {key.split("/", 1)[1]: reference_arrays_2[key] for key in reference_arrays_2.files
-                if key.startswith(name + "/")}
-    assert expected, f"no reference outputs for {name}"
-    assert set(expected) <= set(outputs)
-    for key, value in expected.items():
-        np.testing.assert_allclose(outputs[key], value, rtol=RTOL, atol=ATOL, err_msg=f"{name}/{key}")
+    _check(name, reference_arrays_2, RTOL)
