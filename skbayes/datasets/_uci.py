@@ -83,56 +83,36 @@ def _fetch(url):
 
 
 class _Files:
-    """The files of one dataset, by name (``data.txt``, ``index_train_0.txt``...), wherever they are kept."""
+    """The files of one dataset by name (``data.txt``, ``index_train_0.txt``...), in memory, and where they came from.
+
+    Made from a folder in Gal's layout (:meth:`from_folder`) or from a bundled
+    ``data/uci/<name>.tar.xz`` (:meth:`from_archive`); the loader reads both alike.
+    """
+
+    def __init__(self, files, where):
+        self.files, self.where = files, where
+
+    @classmethod
+    def from_folder(cls, folder):
+        return cls({path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}, f"{folder}{os.sep}")
+
+    @classmethod
+    def from_archive(cls, path, name):
+        with tarfile.open(path, mode="r:xz") as tar:
+            files = {m.name.split("/", 1)[1]: tar.extractfile(m).read()
+                     for m in tar.getmembers() if m.isfile() and m.name.startswith(f"{name}/")}
+        return cls(files, f"{path}:{name}/")
 
     def label(self, file):
         """Where ``file`` is, for messages."""
-        raise NotImplementedError
-
-    def has(self, file):
-        raise NotImplementedError
-
-    def _get(self, file):
-        raise NotImplementedError
-
-    def read_bytes(self, file):
-        if not self.has(file):
-            raise FileNotFoundError(f"UCI file missing: {self.label(file)}")
-        return self._get(file)
-
-
-class _Folder(_Files):
-    """The files of one dataset in a folder ``<data_home>/uci/<name>/``."""
-
-    def __init__(self, folder):
-        self.folder = folder
-
-    def label(self, file):
-        return self.folder / file
-
-    def has(self, file):
-        return (self.folder / file).is_file()
-
-    def _get(self, file):
-        return (self.folder / file).read_bytes()
-
-
-class _Archive(_Files):
-    """The files of one bundled dataset, read from ``data/uci/<name>.tar.xz`` into memory."""
-
-    def __init__(self, path, name):
-        self.path, self.name = path, name
-        with tarfile.open(path, mode="r:xz") as tar:
-            self.files = {m.name.split("/", 1)[1]: tar.extractfile(m).read()
-                          for m in tar.getmembers() if m.isfile() and m.name.startswith(f"{name}/")}
-
-    def label(self, file):
-        return f"{self.path}:{self.name}/{file}"
+        return f"{self.where}{file}"
 
     def has(self, file):
         return file in self.files
 
-    def _get(self, file):
+    def read_bytes(self, file):
+        if file not in self.files:
+            raise FileNotFoundError(f"UCI file missing: {self.label(file)}")
         return self.files[file]
 
 
@@ -170,14 +150,14 @@ def _resolve_name(name):
 
 
 def _load_files(source, name):
-    """The Bunch of :func:`fetch_uci` from the files of ``source`` (a :class:`_Folder` or :class:`_Archive`)."""
+    """The Bunch of :func:`fetch_uci` from the files of ``source``, a :class:`_Files`."""
     data = _read(source, "data.txt", ndmin=2)
     n, n_cols = data.shape
     feats = _read(source, "index_features.txt", integer=True)
     target = _read(source, "index_target.txt", integer=True)
     if (target.size != 1 or np.any(feats >= n_cols) or target[0] >= n_cols
             or target[0] in feats or np.unique(feats).size != feats.size):
-        raise ValueError(f"{source.label('')}: index_features.txt/index_target.txt are "
+        raise ValueError(f"{source.where}: index_features.txt/index_target.txt are "
                          f"inconsistent with the {n_cols} columns of data.txt")
     n_splits = _read(source, "n_splits.txt", integer=True)
     if n_splits.size != 1 or n_splits[0] < 1:
@@ -219,13 +199,13 @@ def _download(name, folder):
 
         for f in ("data.txt", "index_features.txt", "index_target.txt", "n_splits.txt"):
             get(f)
-        n_splits = int(_read(_Folder(staging), "n_splits.txt", integer=True)[0])
+        n_splits = int(_read(_Files.from_folder(staging), "n_splits.txt", integer=True)[0])
         for k in range(n_splits):
             get(f"index_train_{k}.txt")
             get(f"index_test_{k}.txt")
         for f in _GRID_FILES.values():
             get(f, optional=True)
-        _load_files(_Folder(staging), name)  # validate before publishing
+        _load_files(_Files.from_folder(staging), name)  # validate before publishing
         try:
             os.replace(staging, folder)
         except OSError:
@@ -306,7 +286,7 @@ def load_uci(name):
             f"UCI dataset {name!r} is not bundled with skbayes (bundled: "
             f"{', '.join(BUNDLED_UCI_DATASETS)}); load it with fetch_uci({name!r}), "
             f"which downloads it into the data home.")
-    return _load_files(_Archive(_BUNDLE / f"{name}.tar.xz", name), name)
+    return _load_files(_Files.from_archive(_BUNDLE / f"{name}.tar.xz", name), name)
 
 
 
@@ -362,7 +342,7 @@ def fetch_uci(name, *, data_home=None, download_if_missing=True):
     name = _resolve_name(name)
     folder = get_data_home(data_home) / "uci" / name
     if folder.is_dir():
-        return _load_files(_Folder(folder), name)
+        return _load_files(_Files.from_folder(folder), name)
     if name in BUNDLED_UCI_DATASETS:
         return load_uci(name)
     if not download_if_missing:
@@ -371,7 +351,7 @@ def fetch_uci(name, *, data_home=None, download_if_missing=True):
             f"Pass data_home= or set the SKBAYES_DATA_HOME environment variable to a folder "
             f"containing uci/{name}/, or use download_if_missing=True to download it.")
     _download(name, folder)
-    return _load_files(_Folder(folder), name)
+    return _load_files(_Files.from_folder(folder), name)
 
 
 
