@@ -184,8 +184,7 @@ class TorchEstimatorMixin:
         """Run :func:`skbayes._training.fit_loop` with the estimator's loop settings.
 
         The one place where the loop settings are read from the estimator
-        (``batch_size``, ``max_iter``, ``tol``, ``n_iter_no_change``,
-        ``verbose``, ``callbacks``) and the device, the shuffling generator
+        (``batch_size``, ``verbose``, ``callbacks`` and :meth:`_loop_settings`) and the device, the shuffling generator
         and the name are filled in; ``settings`` overrides any of them (e.g.
         a fixed schedule, ``n_iter_no_change=None``). A ``max_iter`` still
         ``"auto"`` after them is the budget of :meth:`_auto_budget`. ``callbacks`` are the
@@ -194,11 +193,9 @@ class TorchEstimatorMixin:
         """
         loop = {
             "batch_size": self._batch_size(n_samples),
-            "max_iter": self.max_iter,
+            **self._loop_settings(),
             "generator": self._generator(shuffle_seed),
             "device": self.device_,
-            "tol": self.tol,
-            "n_iter_no_change": self.n_iter_no_change,
             "verbose": self.verbose,
             "estimator_name": type(self).__name__,
             "module": getattr(self, "module_", None),
@@ -210,6 +207,15 @@ class TorchEstimatorMixin:
             loop.setdefault("max_steps", max_steps)
         user_callbacks = list(getattr(self, "callbacks", None) or ())
         return fit_loop(loss_fn, optimizer, n_samples, callbacks=[*callbacks, None, *user_callbacks], **loop)
+
+    def _loop_settings(self):
+        """The stopping settings of the loop: ``max_iter``, ``tol`` and ``n_iter_no_change``.
+
+        Read from the estimator by default; an estimator whose training
+        settings belong to its inference object (the Bayesian MLPs, the
+        sparse GPs) reads them from there instead.
+        """
+        return {"max_iter": self.max_iter, "tol": self.tol, "n_iter_no_change": self.n_iter_no_change}
 
     def _auto_budget(self):
         """``(max_epochs, max_steps)`` of ``max_iter="auto"``: whichever ends first.
