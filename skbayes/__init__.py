@@ -5,12 +5,7 @@ from .calibration import CalibratedRegressorCV
 from .decomposition import VAE
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .mixture import BayesianGaussianMixture
-from .neural_network import (
-    BayesianMLPClassifier,
-    BayesianMLPRegressor,
-    BayesianNeuralNetClassifier,
-    BayesianNeuralNetRegressor,
-)
+from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 
 __version__ = "0.1.0.dev0"
 
@@ -18,8 +13,6 @@ __all__ = [
     "BayesianGaussianMixture",
     "BayesianMLPClassifier",
     "BayesianMLPRegressor",
-    "BayesianNeuralNetClassifier",
-    "BayesianNeuralNetRegressor",
     "CalibratedRegressorCV",
     "DeepGPRegressor",
     "DeviceWarning",

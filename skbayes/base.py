@@ -157,17 +157,16 @@ class TorchEstimatorMixin:
     def _dtype(self):
         return _DTYPES[self.dtype_]
 
-    def _validation_split(self, n_samples, seed):
+    def _validation_split(self, n_samples, seed, validation_fraction):
         """Train and validation row indices for ``early_stopping``.
 
-        Uses the estimator's ``validation_fraction``; raises ValueError when
-        either part would be empty.
+        Raises ValueError when either part would be empty.
         """
-        n_val = int(np.ceil(self.validation_fraction * n_samples))
+        n_val = int(np.ceil(validation_fraction * n_samples))
         if n_val < 1 or n_samples - n_val < 1:
             raise ValueError(
                 f"early_stopping needs at least one training and one validation row; got "
-                f"n_samples={n_samples} with validation_fraction={self.validation_fraction}."
+                f"n_samples={n_samples} with validation_fraction={validation_fraction}."
             )
         return train_test_split(np.arange(n_samples), test_size=n_val, random_state=seed)
 

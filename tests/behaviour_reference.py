@@ -168,6 +168,30 @@ def data(kind):
     return X, y
 
 
+_LOOP_SETTINGS = ("learning_rate_init", "beta_1", "beta_2", "max_iter", "early_stopping", "validation_fraction",
+                  "n_iter_no_change", "tol")
+
+
+def _method(method, method_params, params, cls):
+    """The inference object of a Bayesian MLP configuration.
+
+    The loop settings of ``params`` move onto the method where they now live
+    (and are dropped for a method with a schedule of its own, which ignored
+    them); with the earlier API, where the estimator held them, they stay.
+    """
+    import skbayes.inference
+
+    method_cls = getattr(skbayes.inference, _NEW_METHODS[method])
+    if not _has_param(cls, "max_iter"):
+        method_params = {**method_params}
+        for key in _LOOP_SETTINGS:
+            if key in params:
+                value = params.pop(key)
+                if key in method_cls().get_params():
+                    method_params.setdefault(key, value)
+    return method_cls(**method_params)
+
+
 def make_estimator(name):
     """The estimator of configuration ``name`` in the installed API, and its fit options."""
     import skbayes
@@ -179,11 +203,15 @@ def make_estimator(name):
     options = {key: shared.pop(key, False) for key in ("multioutput", "partial_fit")}
     common = {"random_state": 0, "dtype": "float64", "device": "cpu"}
     if kind in ("nnreg", "nnclf"):
-        import skbayes.inference
-
-        cls = skbayes.BayesianNeuralNetRegressor if kind == "nnreg" else skbayes.BayesianNeuralNetClassifier
-        params = {"module": tiny_net, "max_iter": 6, "batch_size": 16, "n_mc_predict": 7, **common, **shared,
-                  "inference": getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)}
+        # the torch-module estimators' defaults when the reference was written
+        recorded = {"prior_scale": 1.0, "early_stopping": False, "n_iter_no_change": 50}
+        if hasattr(skbayes, "BayesianNeuralNetRegressor"):
+            cls = skbayes.BayesianNeuralNetRegressor if kind == "nnreg" else skbayes.BayesianNeuralNetClassifier
+        else:
+            cls = skbayes.BayesianMLPRegressor if kind == "nnreg" else skbayes.BayesianMLPClassifier
+        params = {"module": tiny_net, "max_iter": 6, "batch_size": 16, "n_mc_predict": 7, **recorded, **common,
+                  **shared}
+        params["inference"] = _method(method, method_params, params, cls)
         if kind == "nnreg":
             params.setdefault("noise", "homoscedastic")
         return cls(**params), options
@@ -198,9 +226,10 @@ def make_estimator(name):
         params = {"n_components": 3, "max_iter": 25, **common, **shared}
         return skbayes.BayesianGaussianMixture(**params), options
     if kind == "cal":
+        params = {"max_iter": 6}
+        method = _method("mfvi", {}, params, skbayes.BayesianMLPRegressor)
         base = skbayes.BayesianMLPRegressor(
-            (8,), inference=skbayes.inference.MeanFieldVI(), noise="homoscedastic", max_iter=6, batch_size=16,
-            n_mc_predict=7, **common)
+            (8,), inference=method, noise="homoscedastic", batch_size=16, n_mc_predict=7, **params, **common)
         params = {"cv": 2, **shared}
         return skbayes.CalibratedRegressorCV(base, **params), options
     if kind in ("reg", "clf"):
@@ -209,10 +238,8 @@ def make_estimator(name):
         recorded = {"prior_scale": 1.0, "early_stopping": False, "n_iter_no_change": 50} if kind == "clf" else {}
         params = {"hidden_layer_sizes": (8,), "max_iter": 6, "batch_size": 16, **recorded, **common, **shared}
         if _has_param(cls, "n_mc_predict"):
-            import skbayes.inference
-
             params["n_mc_predict"] = 7
-            params["inference"] = getattr(skbayes.inference, _NEW_METHODS[method])(**method_params)
+            params["inference"] = _method(method, method_params, params, cls)
             if kind == "reg" and _has_param(cls, "noise") and "noise" not in shared:
                 params["noise"] = "homoscedastic"  # the reference's noise model (the default became "auto")
         else:

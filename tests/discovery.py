@@ -34,18 +34,37 @@ def inference_method_classes():
     )
 
 
-def inference_methods(settings=None):
+def inference_methods(settings=None, **loop):
     """One object per entry of ``settings`` (class name -> list of parameter dicts), defaults for the others.
 
     A parameter value that is callable is called, to give each object a fresh
-    sub-object (e.g. a prior that is fitted with the estimator).
+    sub-object (e.g. a prior that is fitted with the estimator). ``loop``
+    (e.g. ``max_iter=3``) sets the loop settings of the methods that have them
+    (:func:`with_loop`), under those of ``settings``.
     """
     settings = settings or {}
     unknown = set(settings) - {cls.__name__ for cls in inference_method_classes()}
     assert not unknown, f"settings for methods skbayes.inference does not export: {sorted(unknown)}"
-    return [cls(**fresh(params)) for cls in inference_method_classes() for params in settings.get(cls.__name__, [{}])]
+    return [
+        with_loop(cls(), **loop).set_params(**fresh(params))
+        for cls in inference_method_classes() for params in settings.get(cls.__name__, [{}])
+    ]
 
 
 def fresh(params):
     """``params`` with each callable value replaced by what it returns (a fresh sub-object per estimator)."""
     return {key: value() if callable(value) else value for key, value in params.items()}
+
+
+def with_loop(method, **settings):
+    """A copy of the inference ``method`` (an object or an alias) with those loop ``settings`` it has.
+
+    The loop settings (``max_iter``, ``learning_rate_init``, ``tol``...) are the
+    gradient-trained methods' own; a method with a schedule of its own
+    (``SGHMC``) has none of them and is returned as it is.
+    """
+    from sklearn.base import clone
+
+    method = skbayes.inference.resolve_inference(method) if isinstance(method, str) else clone(method)
+    own = method.get_params(deep=False)
+    return method.set_params(**{key: value for key, value in settings.items() if key in own})

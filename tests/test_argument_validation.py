@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
 
+from skbayes.inference import MeanFieldVI
 import skbayes
 
 ARRAYS = {"self", "X", "y", "Y", "Z", "classes"}
@@ -45,7 +46,7 @@ def test_every_argument_has_a_constraint(cls, name, fn):
 def test_sample_y_with_no_draws_names_the_argument():
     rng = np.random.RandomState(0)
     X, y = rng.randn(20, 2), rng.randn(20)
-    model = skbayes.BayesianMLPRegressor((4,), inference="mfvi", max_iter=2, random_state=0, noise="homoscedastic").fit(X, y)
+    model = skbayes.BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=2), random_state=0, noise="homoscedastic").fit(X, y)
     with pytest.raises(ValueError, match="'n_samples' parameter of BayesianMLPRegressor.sample_y"):
         model.sample_y(X, n_samples=0)
     with pytest.raises(ValueError, match="'coverage' parameter"):

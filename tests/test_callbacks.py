@@ -8,6 +8,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from skbayes.inference import MeanFieldVI
 import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.callbacks import Callback, Checkpoint, EarlyStopping
@@ -40,7 +41,7 @@ def data():
 def test_hooks_run_in_order_with_the_epoch_and_the_step(data):
     recorder = Recorder()
     # 40 rows in batches of 16: 3 steps per epoch
-    model = BayesianMLPRegressor((4,), inference="mfvi", batch_size=16, max_iter=2, callbacks=[recorder], random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=2), batch_size=16, callbacks=[recorder], random_state=0, noise="homoscedastic")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model.fit(*data)
@@ -58,7 +59,7 @@ def test_a_user_callback_can_stop_training(data):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # stopping early is not "not converged"
-        model = BayesianMLPRegressor((4,), inference="mfvi", max_iter=50, callbacks=[StopAfterTwo()], random_state=0, noise="homoscedastic").fit(*data)
+        model = BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=50), callbacks=[StopAfterTwo()], random_state=0, noise="homoscedastic").fit(*data)
     assert model.n_iter_ == 2
 
 
@@ -66,15 +67,15 @@ def test_a_second_stopping_rule_stops_as_soon_as_the_loss_fails_to_improve_by_to
     # An improvement of 1e9 nats is impossible after the first epoch (whose reference is +inf),
     # so patience 0 stops after the second epoch.
     model = BayesianMLPRegressor(
-        (4,), inference="mfvi", max_iter=50, callbacks=[EarlyStopping(patience=0, tol=1e9)], random_state=0, noise="homoscedastic"
+        (4,), inference=MeanFieldVI(max_iter=50), callbacks=[EarlyStopping(patience=0, tol=1e9)], random_state=0, noise="homoscedastic"
     ).fit(*data)
     assert model.n_iter_ == 2
     assert model.callbacks[0].stopped_epoch == 1
 
 
 def test_user_callbacks_do_not_change_the_fit(data):
-    plain = BayesianMLPRegressor((4,), inference="mfvi", max_iter=5, random_state=0, noise="homoscedastic").fit(*data)
-    with_callback = BayesianMLPRegressor((4,), inference="mfvi", max_iter=5, callbacks=[Recorder()], random_state=0, noise="homoscedastic").fit(*data)
+    plain = BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=5), random_state=0, noise="homoscedastic").fit(*data)
+    with_callback = BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=5), callbacks=[Recorder()], random_state=0, noise="homoscedastic").fit(*data)
     np.testing.assert_array_equal(plain.predict(data[0]), with_callback.predict(data[0]))
 
 
@@ -83,7 +84,7 @@ def test_checkpoint_saves_the_state_of_the_best_epoch(data, tmp_path):
     checkpoint = Checkpoint(path)
     recorder = Recorder()
     model = BayesianMLPRegressor(
-        (4,), inference="mfvi", max_iter=6, callbacks=[recorder, checkpoint], random_state=0, dtype="float64", noise="homoscedastic"
+        (4,), inference=MeanFieldVI(max_iter=6), callbacks=[recorder, checkpoint], random_state=0, dtype="float64", noise="homoscedastic"
     ).fit(*data)
     assert checkpoint.best == min(model.loss_curve_)
     assert checkpoint.best_epoch == int(np.argmin(model.loss_curve_))
@@ -96,7 +97,7 @@ def test_checkpoint_saves_the_state_of_the_best_epoch(data, tmp_path):
 def test_checkpoint_follows_the_validation_score_when_early_stopping(data, tmp_path):
     checkpoint = Checkpoint(tmp_path / "best.pt")
     model = BayesianMLPRegressor(
-        (4,), inference="mfvi", max_iter=8, early_stopping=True, callbacks=[checkpoint], random_state=0, noise="homoscedastic"
+        (4,), inference=MeanFieldVI(max_iter=8, early_stopping=True), callbacks=[checkpoint], random_state=0, noise="homoscedastic"
     ).fit(*data)
     assert checkpoint.best == model.best_validation_score_
     # early stopping restores the best-scoring state: the checkpoint holds the same parameters
@@ -109,7 +110,7 @@ def test_callbacks_are_cloned_with_the_estimator(data):
     from sklearn.base import clone
 
     recorder = Recorder()
-    model = BayesianMLPRegressor((4,), inference="mfvi", max_iter=2, callbacks=[recorder], noise="homoscedastic")
+    model = BayesianMLPRegressor((4,), inference=MeanFieldVI(max_iter=2), callbacks=[recorder], noise="homoscedastic")
     assert clone(model).callbacks[0] is not recorder
 
 

@@ -3,23 +3,22 @@
 import pytest
 from sklearn.base import clone, is_classifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from torch import nn
 
 import skbayes
-from discovery import inference_methods, public_estimators
+from discovery import inference_methods, public_estimators, with_loop
 from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
     "BayesianGaussianMixture": {"n_components": 2, "max_iter": 20, "random_state": 0},
-    "BayesianMLPClassifier": {"max_iter": 60, "n_mc_predict": 10, "random_state": 0},
+    "BayesianMLPClassifier": {"n_mc_predict": 10, "random_state": 0},
     "BayesianMLPRegressor": {
-        "hidden_layer_sizes": (50,), "noise": "homoscedastic", "max_iter": 60, "n_mc_predict": 10, "random_state": 0,
+        "hidden_layer_sizes": (50,), "noise": "homoscedastic", "n_mc_predict": 10, "random_state": 0,
     },
-    "BayesianNeuralNetClassifier": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
-    "BayesianNeuralNetRegressor": {"max_iter": 30, "n_mc_predict": 10, "random_state": 0},
     # A meta-estimator: the checks run on a small base regressor (2 folds, 2 fits per fit).
     "CalibratedRegressorCV": {
-        "estimator": skbayes.BayesianMLPRegressor((8,), inference="mfvi", max_iter=40, n_mc_predict=10, random_state=0, noise="homoscedastic"), "cv": 2,
+        "estimator": skbayes.BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=40), n_mc_predict=10, random_state=0, noise="homoscedastic"), "cv": 2,
     },
     "DeepGPRegressor": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
     "SparseGPClassifier": {"n_inducing": 10, "max_iter": 50, "learning_rate_init": 0.05, "n_mc_predict": 10, "random_state": 0},
@@ -54,14 +53,28 @@ def _methods():
     return inference_methods(METHOD_SETTINGS)
 
 
-# Estimator parameters that go with a method (PBP's passes are few by design; the hypernetwork,
-# which generates every weight, learns the classifier's default 100 hidden units too slowly for
-# check_classifiers_train in 30 epochs).
-METHOD_ESTIMATOR_PARAMS = {
-    "PBP": {"max_iter": 5},
-    "BayesByHypernet": {"max_iter": 30, "hidden_layer_sizes": (50,)},
-    "BayesByGAN": {"max_iter": 30},
-}
+# The loop settings of the gradient-trained methods in these checks, and those that go with one
+# method (PBP's passes are few by design; the hypernetwork, which generates every weight, learns the
+# classifier's default 100 hidden units too slowly for check_classifiers_train in 30 epochs).
+LOOP_SETTINGS = {"max_iter": 60}
+METHOD_LOOP_SETTINGS = {"PBP": {"max_iter": 5}, "BayesByHypernet": {"max_iter": 30}, "BayesByGAN": {"max_iter": 30}}
+METHOD_ESTIMATOR_PARAMS = {"BayesByHypernet": {"hidden_layer_sizes": (50,)}}
+
+
+class _Module(nn.Sequential):
+    """The torch module of the checks of the ``module=`` path: one hidden layer of 50 ReLU units.
+
+    A class, not a function: its repr, part of the test ids, is the same in every worker.
+    """
+
+    def __init__(self, n_features, n_outputs):
+        super().__init__(nn.Linear(n_features, 50), nn.ReLU(), nn.Linear(50, n_outputs))
+
+
+# The module path's settings (the module estimators' defaults before they became module=): N(0, 1),
+# Gaussian noise, no early stopping, 30 epochs.
+MODULE_PARAMS = {"module": _Module, "prior_scale": 1.0, "n_mc_predict": 10, "random_state": 0}
+MODULE_LOOP_SETTINGS = {"max_iter": 30, "early_stopping": False, "n_iter_no_change": 50}
 
 # check name -> reason, per estimator. Empty: every check passes.
 EXPECTED_FAILED_CHECKS = {}
@@ -89,21 +102,23 @@ def _module_methods():
 
 def _instances():
     for cls in _public_estimators():
-        if cls.__name__.startswith("BayesianNeuralNet"):
-            for method in _module_methods():
-                yield cls(**INIT_PARAMS[cls.__name__], inference=method)
-            continue
         if not cls.__name__.startswith("BayesianMLP"):
             yield cls(**INIT_PARAMS.get(cls.__name__, {}))
             continue
         for method in _methods():
             if cls is skbayes.BayesianMLPClassifier and not method.supports_classification:
                 continue  # PBP: regression only
-            params = {**INIT_PARAMS[cls.__name__], **METHOD_ESTIMATOR_PARAMS.get(type(method).__name__, {})}
-            yield cls(**params, inference=method)
+            name = type(method).__name__
+            params = {**INIT_PARAMS[cls.__name__], **METHOD_ESTIMATOR_PARAMS.get(name, {})}
+            yield cls(**params, inference=with_loop(method, **{**LOOP_SETTINGS, **METHOD_LOOP_SETTINGS.get(name, {})}))
+        for method in _module_methods():  # the module= path
+            noise = {"noise": "homoscedastic"} if cls is skbayes.BayesianMLPRegressor else {}
+            yield cls(**MODULE_PARAMS, **noise, inference=with_loop(method, **MODULE_LOOP_SETTINGS))
         if cls is skbayes.BayesianMLPRegressor:  # the other noise models, each with one method
-            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "heteroscedastic"}, inference=MeanFieldVI())
-            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "student_t"}, inference=DeepEnsemble(n_estimators=2))
+            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "heteroscedastic"},
+                      inference=MeanFieldVI(**LOOP_SETTINGS))
+            yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "student_t"},
+                      inference=DeepEnsemble(n_estimators=2, **LOOP_SETTINGS))
             # the defaults (noise="auto": Student-t; two hidden layers) with a short SGHMC schedule
             yield cls(n_mc_predict=10, random_state=0, inference=SGHMC(burn_in=20, thinning=2, n_kept_samples=5))
 
@@ -140,8 +155,10 @@ def test_fitted_attributes_are_documented(cls):
         for method in _methods():
             if is_classifier(estimator) and not method.supports_classification:
                 continue
-            method_fit = clone(estimator).set_params(inference=method).fit(X, y)
+            method_fit = clone(estimator).set_params(inference=with_loop(method, max_iter=2)).fit(X, y)
             fitted |= {name for name in vars(method_fit) if name.endswith("_") and not name.startswith("_")}
+        module_fit = clone(estimator).set_params(inference=MeanFieldVI(max_iter=2), module=_Module).fit(X, y)
+        fitted |= {name for name in vars(module_fit) if name.endswith("_") and not name.startswith("_")}
     attributes_section = cls.__doc__.split("Attributes\n    ----------")[1].split("See Also")[0]
     documented = {line.split(" : ")[0].strip() for line in attributes_section.splitlines() if " : " in line}
     assert fitted <= documented, f"undocumented fitted attributes: {sorted(fitted - documented)}"

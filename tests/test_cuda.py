@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
-from discovery import inference_methods
+from discovery import inference_methods, with_loop
 from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI
 
 pytestmark = [
@@ -58,7 +58,7 @@ def _on_cpu(model):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_regressor_on_cuda(method, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6), n_mc_predict=20, device="cuda", random_state=0, noise="homoscedastic")
     model.fit(X, y)
     assert model.device_.type == "cuda" and model.dtype_ == "float32"
     assert next(model.module_.parameters()).is_cuda
@@ -80,7 +80,7 @@ def test_regressor_on_cuda(method, data):
                                     n_kept_samples=4)], ids=lambda m: type(m).__name__)
 def test_noise_models_on_cuda(method, noise, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=method, noise=noise, max_iter=6, n_mc_predict=20, device="cuda",
+    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6), noise=noise, n_mc_predict=20, device="cuda",
                                  random_state=0).fit(X, y)
     assert next(model.module_["network"].parameters()).is_cuda
     parts = model.predict_uncertainty(X)
@@ -97,7 +97,7 @@ def test_noise_models_on_cuda(method, noise, data):
 def test_classifier_on_cuda(method, data):
     X, y = data
     labels = (y > 0).astype(int)
-    clf = BayesianMLPClassifier((16,), inference=method, max_iter=6, n_mc_predict=20, device="cuda", random_state=0)
+    clf = BayesianMLPClassifier((16,), inference=with_loop(method, max_iter=6), n_mc_predict=20, device="cuda", random_state=0)
     proba = clf.fit(X, labels).predict_proba(X)
     assert proba.shape == (120, 2)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
@@ -191,12 +191,11 @@ MODULE_METHODS = [MCDropout(dropout_rate=0.1), MeanFieldVI(), MeanFieldVI(init="
 def test_convolutional_classifier_on_cuda_pickles_to_the_cpu(method):
     from sklearn.datasets import load_digits
 
-    from skbayes import BayesianNeuralNetClassifier
+    from skbayes import BayesianMLPClassifier
 
     X, y = load_digits(return_X_y=True)
     X, y = X[:300] / 16, y[:300]
-    clf = BayesianNeuralNetClassifier(_TinyCNN, input_shape=(1, 8, 8), inference=method, max_iter=4,
-                                      n_mc_predict=10, device="cuda", random_state=0).fit(X, y)
+    clf = BayesianMLPClassifier(module=_TinyCNN, input_shape=(1, 8, 8), inference=with_loop(method, max_iter=4, early_stopping=False, n_iter_no_change=50), n_mc_predict=10, device="cuda", random_state=0, prior_scale=1.0).fit(X, y)
     assert clf.device_.type == "cuda" and next(clf.module_.parameters()).is_cuda
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
@@ -208,13 +207,12 @@ def test_convolutional_classifier_on_cuda_pickles_to_the_cpu(method):
 @pytest.mark.parametrize("method", [MCDropout(dropout_rate=0.1), DeepEnsemble(n_estimators=2)],
                          ids=lambda m: type(m).__name__)
 def test_recurrent_regressor_on_cuda(method):
-    from skbayes import BayesianNeuralNetRegressor
+    from skbayes import BayesianMLPRegressor
 
     rng = np.random.RandomState(0)
     X = rng.randn(80, 6)
     y = X.sum(1) + 0.1 * rng.randn(80)
-    model = BayesianNeuralNetRegressor(_TinyLSTM, input_shape=(6, 1), inference=method, max_iter=4,
-                                       n_mc_predict=10, device="cuda", random_state=0).fit(X, y)
+    model = BayesianMLPRegressor(module=_TinyLSTM, input_shape=(6, 1), inference=with_loop(method, max_iter=4), n_mc_predict=10, device="cuda", random_state=0, noise="homoscedastic").fit(X, y)
     mean, std = model.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     cpu_mean, cpu_std = _on_cpu(model).predict(X, return_std=True)

@@ -38,6 +38,7 @@ from skbayes import (  # noqa: E402
     BayesianMLPRegressor,
     SparseGPRegressor,
 )
+from skbayes.inference import MeanFieldVI  # noqa: E402
 from skbayes.metrics import get_scorer  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -173,7 +174,7 @@ def test_blockwise_prediction_equals_in_memory_prediction(client, one_torch_thre
 
     sparse_gp = SparseGPRegressor(n_inducing=10, max_iter=5, random_state=0, device="cpu").fit(X, y)
     # Monte-Carlo predictions: each call draws the same weights (seeded by the fitted estimator), shared by all rows.
-    small = {"inference": "mfvi", "hidden_layer_sizes": (16,), "max_iter": 5, "random_state": 0, "device": "cpu"}
+    small = {"inference": MeanFieldVI(max_iter=5), "hidden_layer_sizes": (16,), "random_state": 0, "device": "cpu"}
     mlp = BayesianMLPRegressor(**small).fit(X, y)
     classifier = BayesianMLPClassifier(**small)
     classifier.fit(X, (y > 0).astype(int))

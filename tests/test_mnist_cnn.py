@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from skbayes import BayesianNeuralNetClassifier
+from skbayes import BayesianMLPClassifier
 from skbayes.inference import DeepEnsemble, MCDropout
 from skbayes.nn.layers.dropout import MCDropoutLayer
 from skbayes.nn.networks.module import to_mc_dropout
@@ -62,9 +62,7 @@ def _digits(n=64, seed=0):
 def test_mean_pass_is_the_network_without_dropout():
     """Weight scaling (inverted dropout): the mean pass equals a plain LeNet with the fitted weights, dropout removed."""
     X, y = _digits()
-    model = BayesianNeuralNetClassifier(mnist_cnn.LeNet, input_shape=(1, 28, 28), module__n_hidden=16,
-                                        inference=MCDropout(dropout_rate=0.5, placement="all"), max_iter=2,
-                                        random_state=0, device="cpu", dtype="float32").fit(X, y)
+    model = BayesianMLPClassifier(module=mnist_cnn.LeNet, input_shape=(1, 28, 28), inference=MCDropout(dropout_rate=0.5, placement="all", max_iter=2, early_stopping=False, n_iter_no_change=50), random_state=0, device="cpu", dtype="float32", module_params={"n_hidden": 16}, prior_scale=1.0).fit(X, y)
     plain = mnist_cnn.LeNet(n_outputs=3, n_hidden=16)
     fitted = model.module_["network"].module.state_dict()
     # the converted module's names carry the wrappers' ".0"/".1": map them onto the plain LeNet's
@@ -82,11 +80,12 @@ def test_mean_pass_is_the_network_without_dropout():
 
 def test_mean_pass_none_for_ensembles_and_mc_equal_at_rate_zero():
     X, y = _digits()
-    common = {"input_shape": (1, 28, 28), "module__n_hidden": 8, "max_iter": 1, "random_state": 0,
-              "device": "cpu", "dtype": "float32", "n_mc_predict": 4}
-    ensemble = BayesianNeuralNetClassifier(mnist_cnn.LeNet, inference=DeepEnsemble(n_estimators=2), **common).fit(X, y)
+    common = {"module": mnist_cnn.LeNet, "module_params": {"n_hidden": 8}, "input_shape": (1, 28, 28),
+              "prior_scale": 1.0, "random_state": 0, "device": "cpu", "dtype": "float32", "n_mc_predict": 4}
+    loop = {"max_iter": 1, "early_stopping": False, "n_iter_no_change": 50}
+    ensemble = BayesianMLPClassifier(inference=DeepEnsemble(n_estimators=2, **loop), **common).fit(X, y)
     assert mnist_cnn.mean_pass_proba(ensemble, X) is None
-    no_dropout = BayesianNeuralNetClassifier(mnist_cnn.LeNet, inference=MCDropout(dropout_rate=0.0), **common).fit(X, y)
+    no_dropout = BayesianMLPClassifier(inference=MCDropout(dropout_rate=0.0, **loop), **common).fit(X, y)
     np.testing.assert_allclose(mnist_cnn.mean_pass_proba(no_dropout, X), no_dropout.predict_proba(X), rtol=1e-5)
 
 

@@ -32,7 +32,7 @@ from skbayes import (
     SparseGPRegressor,
 )
 from skbayes.base import PREDICT_MEMORY_BOUND
-from skbayes.inference import SGHMC
+from skbayes.inference import MeanFieldVI, SGHMC
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("predict_memory", ROOT / "examples" / "benchmarks" / "predict_memory.py")
@@ -50,9 +50,9 @@ rng = np.random.RandomState(0)
 X_FIT, Y_FIT = rng.randn(200, 8), rng.randn(200)
 SMALL = (10,)
 MODELS = {
-    "mlp_mfvi": lambda: BayesianMLPRegressor(SMALL, inference="mfvi", noise="heteroscedastic", max_iter=2),
+    "mlp_mfvi": lambda: BayesianMLPRegressor(SMALL, inference=MeanFieldVI(max_iter=2), noise="heteroscedastic"),
     "mlp_sghmc": lambda: BayesianMLPRegressor(SMALL, inference=SGHMC(burn_in=2, thinning=1, n_kept_samples=25)),
-    "mlp_classifier": lambda: BayesianMLPClassifier(SMALL, inference="mfvi", max_iter=2),
+    "mlp_classifier": lambda: BayesianMLPClassifier(SMALL, inference=MeanFieldVI(max_iter=2)),
     "sparse_gp": lambda: SparseGPRegressor(n_inducing=50, max_iter=2),
     "sparse_gp_classifier": lambda: SparseGPClassifier(n_inducing=50, max_iter=2),
     # 40 kept samples: (40, 200,000) means and variances would be 128 MB

@@ -24,12 +24,12 @@ LEVELS = [0.05, 0.25, 0.5, 0.75, 0.95]
 
 # name -> (estimator, whether its quantiles are the Gaussian's of the predictive mean and std)
 REGRESSORS = {
-    "mlp_homoscedastic": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(), noise="homoscedastic",
-                                                       max_iter=20, random_state=0), True),
-    "mlp_student_t": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(), noise="student_t",
-                                                   max_iter=20, random_state=0), False),
-    "mlp_heteroscedastic": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(), noise="heteroscedastic",
-                                                         max_iter=20, random_state=0), False),
+    "mlp_homoscedastic": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=20), noise="homoscedastic",
+                                                       random_state=0), True),
+    "mlp_student_t": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=20), noise="student_t",
+                                                   random_state=0), False),
+    "mlp_heteroscedastic": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=20), noise="heteroscedastic",
+                                                         random_state=0), False),
     "sparse_gp": (lambda: SparseGPRegressor(n_inducing=8, max_iter=10, random_state=0), True),
     "sampled_sparse_gp": (lambda: SparseGPRegressor(n_inducing=8, max_iter=10, batch_size=40, random_state=0,
                                                     inference=SGHMC(burn_in=3, thinning=2, n_kept_samples=4)), True),
@@ -87,7 +87,7 @@ def test_the_interval_is_the_central_pair_of_quantiles(name, fitted, data):
 def test_several_outputs_give_a_quantile_axis_last(data):
     X, y = data
     Y = np.column_stack([y, 2 * y + 1])
-    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(), noise="student_t", max_iter=10, random_state=0)
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=10), noise="student_t", random_state=0)
     quantiles = model.fit(X, Y).predict_quantiles(X[:4], [0.1, 0.5, 0.9])
     assert quantiles.shape == (4, 2, 3)
     lower, upper = model.predict_interval(X[:4], coverage=0.8)

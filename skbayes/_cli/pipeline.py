@@ -5,7 +5,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
+from ..inference import resolve_inference
 from ._common import (
     _MAX_INTEGER_CLASSES, _MIN_ROWS_FOR_IDENTIFIER, _MODEL_FORMAT, ESTIMATORS, MAX_CATEGORIES, _count,
     _estimator_classes, _first_line, _pandas, _quote_list, _rows,
@@ -94,7 +96,9 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
         ``task``, or a class name (``"SparseGPClassifier"``, any case).
     task : {"regression", "classification"}
     max_iter : int, default=None
-        The estimator's ``max_iter`` (epochs); None keeps its default.
+        The estimator's ``max_iter`` (epochs), or its inference method's
+        when the loop settings live there (the Bayesian MLPs: ignored by
+        ``SGHMC``, whose schedule is its own); None keeps the default.
     random_state : int or None, default=0
         The estimator's ``random_state``.
     params : sequence of (str, object), default=()
@@ -140,7 +144,13 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
                 f"unknown parameter '{key}' for {cls.__name__}; its parameters are {', '.join(sorted(valid))}"
             )
         settings[key] = value
-    return model.set_params(**{k: v for k, v in settings.items() if k in valid})
+    model.set_params(**{k: v for k, v in settings.items() if k in valid})
+    if max_iter is not None and "max_iter" not in valid and "inference" in valid:
+        method = model.inference
+        method = resolve_inference(method) if isinstance(method, str) else clone(method)
+        if "max_iter" in method.get_params(deep=False):
+            model.set_params(inference=method.set_params(max_iter=max_iter))
+    return model
 
 
 def _select_columns(frame, target, features, exclude, categorical, max_categories, source):

@@ -711,7 +711,7 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         n_samples = X.shape[0]
         X_train, C_train, validation_score_fn = X, C, None
         if split_seed is not None:
-            train_idx, val_idx = self._validation_split(n_samples, split_seed)
+            train_idx, val_idx = self._validation_split(n_samples, split_seed, self.validation_fraction)
             X_train, C_train = X[train_idx], None if C is None else C[train_idx]
             X_val, C_val = X[val_idx], None if C is None else C[val_idx]
 

@@ -1,14 +1,71 @@
 """The interface of the inference methods of the Bayesian MLPs."""
 
+import inspect
 from dataclasses import dataclass, field
+from numbers import Real
 
 import torch
 from sklearn.base import BaseEstimator
 
+from .._docstrings import fill_doc
+from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 from .._training import KLWarmup
 from ..nn import negative_elbo
 
 __all__ = ["FitContext", "InferenceMethod", "ModelSettings", "Training"]
+
+# The settings of the methods trained by Adam in the estimators' shared loop,
+# documented and validated once; each method lists them in its own signature
+# (scikit-learn reads the parameters from ``__init__``).
+ADAM_CONSTRAINTS = {
+    "learning_rate_init": TRAINING_CONSTRAINTS["learning_rate_init"],
+    "beta_1": [Interval(Real, 0, 1, closed="left")],
+    "beta_2": [Interval(Real, 0, 1, closed="left")],
+}
+STOPPING_CONSTRAINTS = {
+    "max_iter": TRAINING_CONSTRAINTS["max_iter"],
+    "early_stopping": [*EARLY_STOPPING_CONSTRAINTS["early_stopping"], StrOptions({"auto"})],
+    "validation_fraction": EARLY_STOPPING_CONSTRAINTS["validation_fraction"],
+    "n_iter_no_change": [*TRAINING_CONSTRAINTS["n_iter_no_change"], StrOptions({"auto"})],
+    "tol": TRAINING_CONSTRAINTS["tol"],
+}
+
+_LOOP_DOC = {
+    "adam_parameters": """\
+learning_rate_init : float, default=3e-3
+    Step size of Adam.
+beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
+    Decay rates of Adam's first and second moment estimates.""",
+    "stopping_parameters": """\
+max_iter : int, default=%(max_iter_default)s
+    Maximum number of epochs (%(epoch)s).
+early_stopping : bool or "auto", default="auto"
+    Stop on the mean log predictive density of held-out rows and restore
+    the best weights; otherwise stop on the training loss. ``"auto"``:
+    True for classification, False for regression.
+validation_fraction : float in (0, 1), default=0.1
+    Fraction of rows held out when ``early_stopping``.
+n_iter_no_change : int or "auto", default="auto"
+    Epochs without an improvement of at least ``tol`` before stopping;
+    ``"auto"``: 10 for classification, 50 for regression.
+tol : float, default=1e-4
+    Minimum improvement of the per-datum loss (or validation score).""",
+}
+
+
+def method_doc(epoch="passes over the training rows"):
+    """Class decorator inserting the loop settings' entries into an inference method's docstring.
+
+    ``%(adam_parameters)s`` and ``%(stopping_parameters)s`` are replaced;
+    the default of ``max_iter`` is read from the class's signature and
+    ``epoch`` says what one iteration is.
+    """
+
+    def decorate(cls):
+        max_iter = inspect.signature(cls.__init__).parameters["max_iter"].default
+        return fill_doc(**_LOOP_DOC, max_iter_default=repr(max_iter), epoch=epoch)(cls)
+
+    return decorate
 
 
 @dataclass(frozen=True)
@@ -25,10 +82,6 @@ class ModelSettings:
         Non-linearity between layers, a key of :data:`skbayes.nn.ACTIVATIONS`.
     prior_scale : float
         Standard deviation of the N(0, prior_scale^2) prior on every weight.
-    learning_rate_init : float
-        Step size of the gradient-based optimiser (Adam).
-    betas : tuple of float
-        Adam's ``(beta_1, beta_2)``.
     learn_noise : bool
         Whether the Gaussian noise is learned (False for a fixed noise level
         and for classification).
@@ -47,8 +100,6 @@ class ModelSettings:
     hidden_layer_sizes: tuple
     activation: str
     prior_scale: float
-    learning_rate_init: float
-    betas: tuple
     learn_noise: bool
     batch_size: object
     classification: bool
@@ -157,8 +208,6 @@ class InferenceMethod(BaseEstimator):
     supports_early_stopping = True
     #: Whether ``partial_fit`` (one epoch on new rows) is meaningful.
     supports_partial_fit = True
-    #: Epochs run when the estimator's ``max_iter`` is ``"auto"``.
-    default_max_iter = 500
     #: Whether the method can infer the sparse Gaussian processes
     #: (:meth:`prepare_gp`); :class:`~skbayes.SparseGPRegressor` refuses the others.
     supports_gp = False
@@ -166,6 +215,42 @@ class InferenceMethod(BaseEstimator):
     #: the method can fit; the regressor refuses the others at fit, and its
     #: default ``noise="auto"`` is ``"student_t"`` when listed here, else ``"homoscedastic"``.
     noise_models = frozenset({"homoscedastic", "heteroscedastic", "student_t"})
+
+    def stopping_rule(self, classification):
+        """The loop's stopping settings under this method, ``"auto"`` resolved for the task.
+
+        Read from the method's own parameters (``max_iter``, ``tol``,
+        ``n_iter_no_change``, ``early_stopping``, ``validation_fraction``);
+        a method with a fixed schedule of its own (``SGHMC``) has none of
+        them and sets its loop in :meth:`prepare` (``Training.loop``).
+
+        Parameters
+        ----------
+        classification : bool
+            True for the classifiers: ``early_stopping="auto"`` is then True
+            and ``n_iter_no_change="auto"`` 10 (False and 50 for regression).
+
+        Returns
+        -------
+        rule : dict
+            ``max_iter`` (int or None), ``tol``, ``n_iter_no_change`` (int or
+            None), ``early_stopping`` (bool: only for a method that
+            ``supports_early_stopping``) and ``validation_fraction``.
+        """
+        params = self.get_params(deep=False)
+        early_stopping = params.get("early_stopping", False)
+        if early_stopping == "auto":
+            early_stopping = classification
+        n_iter_no_change = params.get("n_iter_no_change")
+        if n_iter_no_change == "auto":
+            n_iter_no_change = 10 if classification else 50
+        return {
+            "max_iter": params.get("max_iter"),
+            "tol": params.get("tol", 1e-4),
+            "n_iter_no_change": n_iter_no_change,
+            "early_stopping": bool(early_stopping) and self.supports_early_stopping,
+            "validation_fraction": params.get("validation_fraction"),
+        }
 
     def auto_batch_size(self):
         """Rows per optimiser step when the estimator's ``batch_size`` is ``"auto"``, or None.
@@ -247,7 +332,7 @@ class InferenceMethod(BaseEstimator):
 
         return Training(
             loss_fn,
-            adam(module.parameters(), settings),
+            adam(module.parameters(), self),
             callbacks=[warmup],
             # the loss rises while the KL weight warms up: stopping waits for it
             loop={"min_iter": self.kl_warmup_epochs},
@@ -305,8 +390,8 @@ def module_seeds(generator, n):
     return torch.randint(2**62, (n,), generator=generator).tolist()
 
 
-def adam(parameters, settings):
-    """Adam with the estimator's learning rate and decay rates.
+def adam(parameters, method):
+    """Adam with the method's ``learning_rate_init``, ``beta_1`` and ``beta_2``.
 
     The fused implementation (one kernel for all parameters) where torch has
     one for the parameters' device: on the CPU it steps the few small tensors
@@ -316,7 +401,7 @@ def adam(parameters, settings):
     parameters = list(parameters)
     fused = all(p.device.type in _FUSED_ADAM_DEVICES and p.is_floating_point() for p in parameters)
     return torch.optim.Adam(
-        parameters, lr=settings.learning_rate_init, betas=tuple(settings.betas), fused=fused or None
+        parameters, lr=method.learning_rate_init, betas=(method.beta_1, method.beta_2), fused=fused or None
     )
 
 

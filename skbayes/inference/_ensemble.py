@@ -7,7 +7,7 @@ import torch
 from .._param_validation import Interval
 from ..nn import StackedMLP
 from ..nn.networks.module import StackedModuleNetwork
-from ._base import InferenceMethod, Training, adam, module_seeds
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc, module_seeds
 
 __all__ = ["DeepEnsemble", "StackedMLPMethod"]
 
@@ -113,6 +113,7 @@ class StackedMLPMethod(InferenceMethod):
         return loss_fn
 
 
+@method_doc()
 class DeepEnsemble(StackedMLPMethod):
     """Deep ensemble of MAP networks [Lakshminarayanan2017]_.
 
@@ -144,6 +145,8 @@ class DeepEnsemble(StackedMLPMethod):
     ----------
     n_estimators : int, default=5
         Number M of independently initialised networks.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -152,10 +155,25 @@ class DeepEnsemble(StackedMLPMethod):
        ensembles", NeurIPS 2017.
     """
 
-    _parameter_constraints = {"n_estimators": [Interval(Integral, 1, None, closed="left")]}
+    _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+    }
 
-    def __init__(self, n_estimators=5):
+    def __init__(
+        self, n_estimators=5, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
+        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+    ):
         self.n_estimators = n_estimators
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def n_members(self):
         return self.n_estimators
@@ -167,6 +185,6 @@ class DeepEnsemble(StackedMLPMethod):
         network = module["network"]
         return Training(
             self.member_loss_fn(module, X, Y, context.n_data, context.generator),
-            adam(module.parameters(), settings),
+            adam(module.parameters(), self),
             finish=lambda: {"neg_log_prior": float(network.neg_log_prior().detach())},
         )

@@ -12,7 +12,7 @@ from .._param_validation import Interval, StrOptions
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import OptimizerChain, kl_warmup_weight, negative_elbo
-from ._base import InferenceMethod, Training, adam
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
 from ._hypernet import _NON_NEGATIVE, _POSITIVE, _WIDTHS, N_DIAGNOSTIC_DRAWS, implicit_mlp, same_generators
 
 __all__ = ["BayesByGAN", "MLEThenKLWarmup", "discriminator_widths"]
@@ -65,6 +65,7 @@ class MLEThenKLWarmup(KLWarmup):
         self.weight = 0.0 if step < 0 else kl_warmup_weight(step, state.n_batches * self.n_epochs)
 
 
+@method_doc()
 class BayesByGAN(InferenceMethod):
     r"""Bayes by GAN: weights generated from noise, the KL estimated by a discriminator.
 
@@ -109,8 +110,8 @@ class BayesByGAN(InferenceMethod):
     the KL.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
-    ``prior_scale``, ``learning_rate_init`` (the generators' step size),
-    ``beta_1`` and ``beta_2`` (both optimisers). ``warm_start`` continues
+    ``prior_scale``; its own ``learning_rate_init`` is the generators' step
+    size, ``beta_1`` and ``beta_2`` serve both optimisers. ``warm_start`` continues
     from the fitted generators and discriminators when the generator
     settings are unchanged; ``partial_fit`` runs one epoch per call and
     keeps both optimisers' states. ``inference_diagnostics_`` holds
@@ -142,6 +143,8 @@ class BayesByGAN(InferenceMethod):
         Epochs with KL weight 0 (maximum likelihood) before the annealing.
     kl_warmup_epochs : int, default=0
         Epochs of the linear rise of the KL weight from 0 to 1 after them.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -160,6 +163,8 @@ class BayesByGAN(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
         "discriminator_hidden_sizes": [StrOptions({"auto"}), *_WIDTHS],
@@ -174,7 +179,8 @@ class BayesByGAN(InferenceMethod):
     def __init__(
         self, noise_dim=10, generator_hidden_sizes=(32, 64), discriminator_hidden_sizes="auto",
         discriminator_learning_rate=1e-3, n_discriminator_steps=1, n_weight_draws=5, n_prior_draws=5,
-        mle_warmup_epochs=0, kl_warmup_epochs=0,
+        mle_warmup_epochs=0, kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
+        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
@@ -185,6 +191,14 @@ class BayesByGAN(InferenceMethod):
         self.n_prior_draws = n_prior_draws
         self.mle_warmup_epochs = mle_warmup_epochs
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def _discriminator_sizes(self, n_features, n_outputs, settings):
         sizes = [n_features, *settings.hidden_layer_sizes, n_outputs]
@@ -206,7 +220,7 @@ class BayesByGAN(InferenceMethod):
         schedule = MLEThenKLWarmup(self.mle_warmup_epochs, self.kl_warmup_epochs, start_epoch=context.epochs_done)
         generator, n_data = context.generator, context.n_data
         discriminator_optimizer = torch.optim.Adam(
-            network.discriminators.parameters(), lr=self.discriminator_learning_rate, betas=tuple(settings.betas)
+            network.discriminators.parameters(), lr=self.discriminator_learning_rate, betas=(self.beta_1, self.beta_2)
         )
 
         def train_discriminators(slices):
@@ -240,7 +254,7 @@ class BayesByGAN(InferenceMethod):
         generator_parameters = [*network.layers.parameters(), *likelihood.parameters()]
         return Training(
             loss_fn,
-            OptimizerChain(adam(generator_parameters, settings), discriminator_optimizer),
+            OptimizerChain(adam(generator_parameters, self), discriminator_optimizer),
             callbacks=[schedule],
             loop={"min_iter": self.mle_warmup_epochs + self.kl_warmup_epochs},
             finish=finish,

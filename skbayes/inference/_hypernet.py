@@ -11,7 +11,7 @@ from .._param_validation import Interval
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
-from ._base import InferenceMethod, Training, adam
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
 
 __all__ = ["BayesByHypernet"]
 
@@ -50,6 +50,7 @@ def same_generators(method, network):
     return first.noise_dim == method.noise_dim and widths == hidden
 
 
+@method_doc()
 class BayesByHypernet(InferenceMethod):
     r"""Bayes by Hypernet: weights generated from noise, the KL by the 1-nearest-neighbour estimator.
 
@@ -80,7 +81,7 @@ class BayesByHypernet(InferenceMethod):
     reduce the bias and cost more per step.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
-    ``prior_scale``, ``learning_rate_init``, ``beta_1`` and ``beta_2``.
+    ``prior_scale``; Adam's settings and the stopping rule are its own.
     ``warm_start`` continues from the fitted generators when the generator
     settings are unchanged; ``partial_fit`` runs one epoch per call.
     ``inference_diagnostics_`` holds ``"kl_knn"``, the nearest-neighbour
@@ -102,6 +103,8 @@ class BayesByHypernet(InferenceMethod):
     kl_warmup_epochs : int, default=0
         Linear warm-up of the KL weight from 0 to 1 over this many epochs;
         the stopping rule waits for it.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -118,6 +121,8 @@ class BayesByHypernet(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
         "n_weight_draws": _AT_LEAST_2,
@@ -125,13 +130,24 @@ class BayesByHypernet(InferenceMethod):
         "kl_warmup_epochs": _NON_NEGATIVE,
     }
 
-    def __init__(self, noise_dim=10, generator_hidden_sizes=(32, 64), n_weight_draws=5, n_prior_draws=5,
-                 kl_warmup_epochs=0):
+    def __init__(
+        self, noise_dim=10, generator_hidden_sizes=(32, 64), n_weight_draws=5, n_prior_draws=5, kl_warmup_epochs=0, *,
+        learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+    ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
         self.n_weight_draws = n_weight_draws
         self.n_prior_draws = n_prior_draws
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return implicit_mlp(self, n_features, n_outputs, settings, factory)
@@ -157,7 +173,7 @@ class BayesByHypernet(InferenceMethod):
 
         return Training(
             loss_fn,
-            adam(module.parameters(), settings),
+            adam(module.parameters(), self),
             callbacks=[warmup],
             loop={"min_iter": self.kl_warmup_epochs},
             finish=finish,

@@ -9,7 +9,7 @@ import torch
 
 from .._param_validation import Interval, StrOptions
 from ..nn import MNFMLP
-from ._base import InferenceMethod
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["MNF"]
@@ -18,6 +18,7 @@ __all__ = ["MNF"]
 _N_KL_DRAWS = 256
 
 
+@method_doc()
 class MNF(InferenceMethod):
     r"""Variational inference with multiplicative normalising flows (MNF).
 
@@ -39,7 +40,7 @@ class MNF(InferenceMethod):
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale`` (the N(0, prior_scale^2) prior on every weight and
-    bias), ``learning_rate_init`` and ``beta_1``/``beta_2``. ``warm_start``
+    bias); Adam's settings and the stopping rule are its own. ``warm_start``
     continues from the fitted posterior when the flow settings are
     unchanged; ``partial_fit`` runs one epoch on the new rows.
     ``inference_diagnostics_["kl"]`` is the auxiliary bound on
@@ -64,6 +65,8 @@ class MNF(InferenceMethod):
     kl_warmup_epochs : int, default=0
         Linear warm-up of the weight of the KL bound from 0 to 1 over this
         many epochs; the stopping rule starts counting after it.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -79,6 +82,8 @@ class MNF(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "flow": [StrOptions({"planar", "realnvp"})],
         "n_flows": [Interval(Integral, 0, None, closed="left")],
         "n_flows_reverse": [Interval(Integral, 0, None, closed="left")],
@@ -90,7 +95,8 @@ class MNF(InferenceMethod):
 
     def __init__(
         self, flow="planar", n_flows=2, n_flows_reverse=2, hidden_size=50, posterior_init_scale=1e-3, n_mc_train=1,
-        kl_warmup_epochs=0,
+        kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
     ):
         self.flow = flow
         self.n_flows = n_flows
@@ -99,6 +105,14 @@ class MNF(InferenceMethod):
         self.posterior_init_scale = posterior_init_scale
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def _flow_settings(self):
         return {

@@ -4,11 +4,12 @@ import torch
 
 from .._training import Callback
 from ..nn import PBPNetwork, PBPOptimizer, inverse_softplus
-from ._base import InferenceMethod, Training
+from ._base import STOPPING_CONSTRAINTS, InferenceMethod, Training, method_doc
 
 __all__ = ["PBP"]
 
 
+@method_doc(epoch="ADF passes over the training rows")
 class PBP(InferenceMethod):
     """Probabilistic backpropagation: assumed density filtering through ReLU layers.
 
@@ -31,11 +32,11 @@ class PBP(InferenceMethod):
     E[1/gamma]^(1/2); a float keeps the noise fixed), ``batch_size``
     (``"auto"`` includes one row per ADF step, the paper's schedule; an
     integer includes that many rows per step as one factor, faster but
-    approximate), ``max_iter`` (passes over the data; ``"auto"`` is the
-    paper's 40; the authors advise fewer than 100, since every pass counts
-    the data again and shrinks the variances), ``early_stopping`` and the
-    stopping rule (without ``early_stopping`` all passes run: -log Z keeps
-    falling with every pass), ``random_state``, ``device`` and ``dtype``.
+    approximate), ``random_state``, ``device`` and ``dtype``. Its own
+    ``max_iter`` counts passes over the data (the paper's 40; the authors
+    advise fewer than 100, since every pass counts the data again and
+    shrinks the variances); without ``early_stopping`` all passes run
+    (-log Z keeps falling with every pass).
 
     Regression only, with homoscedastic Gaussian noise (``noise="homoscedastic"``:
     the moment matching of the likelihood factor is in closed form for it
@@ -51,6 +52,10 @@ class PBP(InferenceMethod):
     ``n_rejected`` (weight updates skipped by the variance safeguard) and
     ``kl`` (KL(q || prior) at the inferred prior scale).
 
+    Parameters
+    ----------
+    %(stopping_parameters)s
+
     References
     ----------
     .. [HernandezLobato2015] J. M. Hernández-Lobato and R. P. Adams,
@@ -61,8 +66,17 @@ class PBP(InferenceMethod):
     supports_classification = False
     #: Moment matching is for the homoscedastic Gaussian likelihood only.
     noise_models = frozenset({"homoscedastic"})
-    #: The authors' 40 passes (Hernández-Lobato & Adams 2015, section 5).
-    default_max_iter = 40
+    _parameter_constraints = {**STOPPING_CONSTRAINTS}
+
+    # max_iter=40: the authors' 40 passes (Hernández-Lobato & Adams 2015, section 5)
+    def __init__(
+        self, *, max_iter=40, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4
+    ):
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         if settings.hidden_layer_sizes and settings.activation != "relu":

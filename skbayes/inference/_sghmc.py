@@ -211,10 +211,9 @@ class SGHMC(StackedMLPMethod):
     data: 1,200 steps of 256 rows are about 40 epochs of 7,500 rows, 12,000
     steps 3 epochs of 10^6 rows. Giving
     either of ``burn_in`` and ``thinning`` gives the epoch schedule (the
-    other at 300, resp. 10 epochs). In every case the schedule holds
-    whatever the estimator's ``max_iter``, stopping rule or
-    ``early_stopping``, and the step is ``step_size`` (the estimator's
-    ``learning_rate_init`` is Adam's). The fitted network holds the
+    other at 300, resp. 10 epochs). In every case the schedule is the
+    whole budget (there is no stopping rule and no early stopping) and the
+    step is ``step_size``. The fitted network holds the
     ``n_chains * n_kept_samples`` kept weight settings (chain-major: member
     ``c * n_kept_samples + j`` is the j-th sample of chain c) and the
     prediction averages all of them.

@@ -4,18 +4,19 @@ import torch
 
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
-from ._base import InferenceMethod, Training, adam
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]
 
 
+@method_doc()
 class Vadam(InferenceMethod):
     """Variational Adam: Adam on weights perturbed by q, q's variances from Adam's s.
 
     The network is the mean-field one of :class:`MeanFieldVI`, its means
     initialised by ``init``; :class:`skbayes.nn.Vadam` trains the means with
-    the estimator's ``learning_rate_init``, ``beta_1`` and ``beta_2`` and
+    its own ``learning_rate_init``, ``beta_1`` and ``beta_2`` and
     keeps the standard deviations equal to (N s + 1/prior_scale^2)^{-1/2}
     [Khan2018]_ (Cinelli 2019, section 3.6, Algorithm 6).
 
@@ -42,6 +43,8 @@ class Vadam(InferenceMethod):
         Initialisation of the posterior means (see :class:`MeanFieldVI`).
     n_mc_train : int, default=1
         Weight draws per step, each shared by the rows of the minibatch.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -50,11 +53,22 @@ class Vadam(InferenceMethod):
        weight-perturbation in Adam", ICML 2018.
     """
 
-    _parameter_constraints = {"init": _INIT, "n_mc_train": _N_MC_TRAIN}
+    _parameter_constraints = {**ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, "init": _INIT, "n_mc_train": _N_MC_TRAIN}
 
-    def __init__(self, init="default", n_mc_train=1):
+    def __init__(
+        self, init="default", n_mc_train=1, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
+        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+    ):
         self.init = init
         self.n_mc_train = n_mc_train
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         # The mean-field network of MeanFieldVI at its default initial scale;
@@ -73,14 +87,14 @@ class Vadam(InferenceMethod):
             VadamOptimizer(
                 network,
                 n_data,
-                lr=settings.learning_rate_init,
-                betas=tuple(settings.betas),
+                lr=self.learning_rate_init,
+                betas=(self.beta_1, self.beta_2),
                 initial_precision=initial_precision,
             )
         ]
         noise_params = [p for p in likelihood.parameters() if p.requires_grad]
         if noise_params:
-            optimizers.append(adam(noise_params, settings))
+            optimizers.append(adam(noise_params, self))
 
         def loss_fn(idx):
             nll = perturbed_nll(network, likelihood, X[idx], Y[idx], n_mc, generator)

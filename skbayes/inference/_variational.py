@@ -7,7 +7,7 @@ import torch
 from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
-from ._base import InferenceMethod, module_seeds
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc, module_seeds
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 
@@ -54,6 +54,7 @@ def initialize_mean_field(init, module, X, Y, settings, generator):
     )
 
 
+@method_doc()
 class MeanFieldVI(InferenceMethod):
     """Mean-field Gaussian variational inference (Bayes by Backprop).
 
@@ -74,7 +75,7 @@ class MeanFieldVI(InferenceMethod):
         by layer (I-BLM, Rossi 2022, chapter 3), which keeps VI from
         collapsing to the prior; the others are the alternatives compared
         there (section 3.3). A torch module
-        (:class:`~skbayes.BayesianNeuralNetClassifier`, ...) takes
+        (``module=`` of :class:`~skbayes.BayesianMLPClassifier`, ...) takes
         ``"default"`` or ``"iblm"``, its convolutions initialised from their
         input patches (:func:`skbayes.nn.init.iblm_init_module`).
     n_mc_train : int, default=1
@@ -82,6 +83,8 @@ class MeanFieldVI(InferenceMethod):
     kl_warmup_epochs : int, default=0
         Linear warm-up of the KL weight from 0 to 1 over this many epochs
         (KL annealing); the stopping rule starts counting after it.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -99,17 +102,31 @@ class MeanFieldVI(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
         "init": _INIT,
         "n_mc_train": _N_MC_TRAIN,
         "kl_warmup_epochs": _KL_WARMUP,
     }
 
-    def __init__(self, posterior_init_scale=1e-3, init="default", n_mc_train=1, kl_warmup_epochs=0):
+    def __init__(
+        self, posterior_init_scale=1e-3, init="default", n_mc_train=1, kl_warmup_epochs=0, *, learning_rate_init=3e-3,
+        beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
+        n_iter_no_change="auto", tol=1e-4,
+    ):
         self.posterior_init_scale = posterior_init_scale
         self.init = init
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp(
@@ -138,6 +155,7 @@ class MeanFieldVI(InferenceMethod):
         return super().prepare(module, X, Y, settings, context)
 
 
+@method_doc()
 class MCDropout(InferenceMethod):
     """MC dropout: a Bernoulli variational distribution over the rows of every weight matrix.
 
@@ -157,8 +175,8 @@ class MCDropout(InferenceMethod):
         Linear warm-up of the weight of the KL condition (the weight decay)
         from 0 to 1 over this many epochs.
     placement : {"all", "dense", "existing"}, default="all"
-        Where a torch module (:class:`~skbayes.BayesianNeuralNetRegressor`,
-        :class:`~skbayes.BayesianNeuralNetClassifier`) gets dropout, besides
+        Where a torch module (``module=`` of the Bayesian MLP estimators)
+        gets dropout, besides
         its own ``torch.nn.Dropout`` layers (always kept on at prediction):
         ``"all"`` before every dense layer, after every convolution (before
         pooling: the Bayesian CNN, [Gal2016]_ section 3.4.1), and in LSTM,
@@ -166,6 +184,8 @@ class MCDropout(InferenceMethod):
         ``"dense"`` before the dense layers only; ``"existing"`` nowhere
         else (see :func:`skbayes.nn.networks.module.to_mc_dropout`). The
         MLPs always drop the inputs of every layer.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -174,17 +194,31 @@ class MCDropout(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "dropout_rate": [Interval(Real, 0, 1, closed="left")],
         "n_mc_train": _N_MC_TRAIN,
         "kl_warmup_epochs": _KL_WARMUP,
         "placement": [StrOptions(set(DROPOUT_PLACEMENTS))],
     }
 
-    def __init__(self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0, placement="all"):
+    def __init__(
+        self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0, placement="all", *, learning_rate_init=3e-3,
+        beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
+        n_iter_no_change="auto", tol=1e-4,
+    ):
         self.dropout_rate = dropout_rate
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
         self.placement = placement
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=self.dropout_rate)

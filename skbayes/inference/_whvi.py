@@ -7,12 +7,13 @@ from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
 from ..nn import WHVIMLP
-from ._base import InferenceMethod
+from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["WHVI"]
 
 
+@method_doc()
 class WHVI(InferenceMethod):
     """Walsh-Hadamard variational inference [Rossi2020]_.
 
@@ -52,6 +53,8 @@ class WHVI(InferenceMethod):
         Monte-Carlo draws per row and step (the thesis uses 1).
     kl_warmup_epochs : int, default=0
         Linear warm-up of the KL weight from 0 to 1 over this many epochs.
+    %(adam_parameters)s
+    %(stopping_parameters)s
 
     References
     ----------
@@ -67,6 +70,8 @@ class WHVI(InferenceMethod):
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
         "n_flows": [Interval(Integral, 0, None, closed="left")],
         "g_prior_variance": [Interval(Real, 0, None, closed="neither")],
         "last_layer": [StrOptions({"mean_field", "whvi"})],
@@ -77,7 +82,8 @@ class WHVI(InferenceMethod):
 
     def __init__(
         self, n_flows=0, g_prior_variance=1e-5, last_layer="mean_field", posterior_init_scale=1e-3, n_mc_train=1,
-        kl_warmup_epochs=0,
+        kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
     ):
         self.n_flows = n_flows
         self.g_prior_variance = g_prior_variance
@@ -85,6 +91,14 @@ class WHVI(InferenceMethod):
         self.posterior_init_scale = posterior_init_scale
         self.n_mc_train = n_mc_train
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         network = WHVIMLP(

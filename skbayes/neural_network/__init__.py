@@ -1,7 +1,6 @@
-"""Bayesian neural network estimators: MLPs, and any torch module."""
+"""Bayesian neural network estimators: MLPs, or any torch module (``module=``)."""
 
 from ._classifier import BayesianMLPClassifier
-from ._module import BayesianNeuralNetClassifier, BayesianNeuralNetRegressor
 from ._regressor import BayesianMLPRegressor
 
-__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "BayesianNeuralNetClassifier", "BayesianNeuralNetRegressor"]
+__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor"]

@@ -10,10 +10,11 @@ from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils import check_random_state
 
 from .._docstrings import fill_doc
-from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
+from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
 from ..nn import ACTIVATIONS
+from ._module import MODULE_CONSTRAINTS, MODULE_PARAMETERS_DOC, ModuleInputMixin
 
 # Weight draws used for the validation score when early stopping.
 _N_DRAWS_VALIDATION = 20
@@ -23,14 +24,17 @@ _N_DRAWS_VALIDATION = 20
 SHARED_PARAMETERS_DOC = """\
 hidden_layer_sizes : array-like of int or int, default=%(hidden_layer_sizes_default)s
     Width of each hidden layer; ``()`` gives a Bayesian linear model.
+%(module_parameters)s
 inference : str or InferenceMethod, default=%(inference_default)s
     How the posterior over the weights is approximated: an object of
-    :mod:`skbayes.inference` holding that method's own settings, e.g.
-    ``MeanFieldVI(init="iblm")``, ``MCDropout(dropout_rate=0.05)``,
+    :mod:`skbayes.inference` holding that method's own settings, its
+    optimiser and stopping rule included, e.g.
+    ``MeanFieldVI(init="iblm", max_iter=200)``, ``MCDropout(dropout_rate=0.05)``,
     ``Vadam()``, ``SGHMC(burn_in=500)`` or ``DeepEnsemble(n_estimators=10)``
     (%(methods)s), or the name of one at its defaults: %(aliases)s. The
     object is cloned, never changed, and can be tuned by ``GridSearchCV``
-    (``inference__burn_in``). The user guide compares the methods.
+    (``inference__burn_in``, ``inference__learning_rate_init``). The user
+    guide compares the methods.
 %(activation)s
 prior_scale : float, default=%(prior_scale_default)s
     Standard deviation of the zero-mean Gaussian prior on every weight
@@ -41,27 +45,10 @@ batch_size : int or "auto", default="auto"
     schedule (a budget of optimiser steps, see
     :class:`~skbayes.inference.SGHMC`): ``min(256, n_samples)``; ``PBP``:
     one row per step.
-learning_rate_init : float, default=3e-3
-    Step size of Adam, the optimiser of the gradient-trained methods
-    (also Vadam's); ``SGHMC`` has its own ``step_size`` and ``PBP`` no
-    step size.
-beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
-    Decay rates of Adam's first and second moment estimates (and of
-    Vadam's).
-max_iter : int or "auto", default="auto"
-    Maximum number of epochs; ``"auto"`` is the method's default (500,
-    or PBP's 40 passes). ``SGHMC`` runs its own fixed schedule.
 n_mc_predict : int, default=100
     Monte-Carlo weight draws averaged at prediction. Methods with a
     finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
     predict with all members instead: the exact mixture.
-early_stopping : bool, default=%(early_stopping_default)s
-    Stop on the mean log predictive density of held-out rows and restore
-    the best weights; otherwise stop on the training loss.
-%(validation_fraction)s
-%(n_iter_no_change)s
-tol : float, default=1e-4
-    Minimum improvement of the per-datum loss (or validation score).
 warm_start : bool, default=False
     Continue the next ``fit`` from the fitted network when the method's
     type and the architecture are unchanged.
@@ -81,6 +68,8 @@ dtype : {"float32", "float64"} or None, default=None
 SHARED_ATTRIBUTES_DOC = """\
 module_ : torch.nn.ModuleDict
     The fitted ``"network"`` and ``"likelihood"``.
+input_shape_ : tuple of int or None
+    Shape of one input the module received (with ``module`` only).
 inference_ : InferenceMethod
     The inference method used by the last fit (a clone of ``inference``).
 inference_diagnostics_ : dict
@@ -102,10 +91,10 @@ n_seen_ : int
     Training rows the objective counts: ``n_samples`` after ``fit``, the
     running total over ``partial_fit`` calls.
 best_loss_ : float or None
-    Lowest epoch loss (None when ``early_stopping``).
+    Lowest epoch loss (None when the method stops early).
 validation_scores_ : list of float or None
-    Mean validation log predictive density per epoch (None unless
-    ``early_stopping``).
+    Mean validation log predictive density per epoch (None unless the
+    method's ``early_stopping``).
 %(best_validation_score_)s
 %(torch_estimator_attributes)s"""
 
@@ -132,6 +121,7 @@ def mlp_doc(**fields):
         }
         return fill_doc(
             shared_parameters=SHARED_PARAMETERS_DOC,
+            module_parameters=MODULE_PARAMETERS_DOC,
             shared_attributes=SHARED_ATTRIBUTES_DOC,
             methods=", ".join(f"``{c.__name__}``" for c in ALIASES.values()),
             aliases=", ".join(f'``"{name}"``' for name in ALIASES),
@@ -167,7 +157,7 @@ def _auto_batch_size(n_samples):
     return 32 if n_samples <= 2000 else 128
 
 
-class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
+class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
     """Base class of the Bayesian MLPs; not for direct use.
 
     Subclasses provide the likelihood (:meth:`_make_likelihood`) and the
@@ -178,16 +168,16 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
 
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        **MODULE_CONSTRAINTS,
         "inference": [StrOptions(set(ALIASES)), InferenceMethod],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
-        "beta_1": [Interval(Real, 0, 1, closed="left")],
-        "beta_2": [Interval(Real, 0, 1, closed="left")],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
-        **TRAINING_CONSTRAINTS,
-        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-        **EARLY_STOPPING_CONSTRAINTS,
+        **{
+            key: TRAINING_CONSTRAINTS[key]
+            for key in ("batch_size", "callbacks", "random_state", "verbose", "device", "dtype")
+        },
     }
 
     @abstractmethod
@@ -195,19 +185,14 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self,
         hidden_layer_sizes,
         *,
+        module,
+        module_params,
+        input_shape,
         inference,
         activation,
         prior_scale,
         batch_size,
-        learning_rate_init,
-        beta_1,
-        beta_2,
-        max_iter,
         n_mc_predict,
-        early_stopping,
-        validation_fraction,
-        n_iter_no_change,
-        tol,
         warm_start,
         callbacks,
         random_state,
@@ -216,19 +201,14 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         dtype,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
+        self.module = module
+        self.module_params = module_params
+        self.input_shape = input_shape
         self.inference = inference
         self.activation = activation
         self.prior_scale = prior_scale
         self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.max_iter = max_iter
         self.n_mc_predict = n_mc_predict
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.random_state = random_state
@@ -275,7 +255,9 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         return method
 
     def _architecture(self):
-        """The :class:`ModelSettings` fields that describe the network."""
+        """The :class:`ModelSettings` fields that describe the network (the MLP's, or the module's)."""
+        if self.module is not None:
+            return self._module_architecture()
         return {
             "hidden_layer_sizes": tuple(hidden_layer_sizes(self.hidden_layer_sizes, "a Bayesian linear model")),
             "activation": self.activation,
@@ -285,14 +267,14 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         return ModelSettings(
             **self._architecture(),
             prior_scale=float(self.prior_scale),
-            learning_rate_init=float(self.learning_rate_init),
-            betas=(self.beta_1, self.beta_2),
             learn_noise=self._learn_noise(),
             batch_size=self.batch_size,
             classification=is_classifier(self),
         )
 
     def _build_module(self, method, settings, n_features, n_outputs, seed, device, dtype):
+        if self.module is not None:
+            self._signature = self._network_signature(method)
         factory = {"device": device, "dtype": dtype}
         build = method.build_network if settings.module is None else method.build_module_network
         width = self._network_width(n_outputs)
@@ -306,8 +288,11 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         if type(getattr(self, "inference_", None)) is not type(method) or not method.can_warm_start(self.module_):
             return False
         network, width = self.module_["network"], self._network_width(n_outputs)
-        if hasattr(network, "n_features"):  # a torch module's network
-            return network.n_features == n_features and network.n_outputs == width
+        if self.module is not None or hasattr(network, "n_features"):  # a torch module's network
+            return (
+                hasattr(network, "n_features") and network.n_features == n_features and network.n_outputs == width
+                and getattr(self, "_signature", None) == self._network_signature(method)
+            )
         return network.layers[0].in_features == n_features and network.layers[-1].out_features == width
 
     def _fit_network(self, X, Y, n_outputs, method):
@@ -334,14 +319,15 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self.inference_ = method
         self._optimizer_state = None
 
-        early_stopping = self.early_stopping and method.supports_early_stopping
+        rule = method.stopping_rule(is_classifier(self))
+        early_stopping = rule["early_stopping"]
         train_idx, val_idx = np.arange(n_samples), None
         if early_stopping:
-            train_idx, val_idx = self._validation_split(n_samples, split_seed)
+            train_idx, val_idx = self._validation_split(n_samples, split_seed, rule["validation_fraction"])
         X_train, Y_train = self._to_tensor(X[train_idx]), self._to_tensor(Y[train_idx])
         n_train = len(train_idx)
 
-        loop = {"max_iter": method.default_max_iter if self.max_iter == "auto" else self.max_iter}
+        loop = {}
         if val_idx is not None:
             X_val, Y_val = self._to_tensor(X[val_idx]), self._to_tensor(Y[val_idx])
             n_draws = min(self.n_mc_predict, _N_DRAWS_VALIDATION)
@@ -363,6 +349,11 @@ class BaseBayesianMLP(TorchEstimatorMixin, BaseEstimator, metaclass=ABCMeta):
         self._store_training_result(result)
         self.n_seen_ = n_train
         return self
+
+    def _loop_settings(self):
+        # the stopping settings are the inference method's (those of the fit under way)
+        rule = self.inference_.stopping_rule(is_classifier(self))
+        return {key: rule[key] for key in ("max_iter", "tol", "n_iter_no_change")}
 
     def _train(self, method, settings, X, Y, context, shuffle_seed, loop):
         """Prepare the method, run the shared loop, store the results."""

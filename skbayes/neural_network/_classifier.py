@@ -67,8 +67,9 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
     --------
     >>> from sklearn.datasets import make_moons
     >>> from skbayes import BayesianMLPClassifier
+    >>> from skbayes.inference import DeepEnsemble
     >>> X, y = make_moons(200, noise=0.1, random_state=0)
-    >>> clf = BayesianMLPClassifier(max_iter=50, random_state=0).fit(X, y)
+    >>> clf = BayesianMLPClassifier(inference=DeepEnsemble(max_iter=50), random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 2)
     """
@@ -77,19 +78,14 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         self,
         hidden_layer_sizes=(100,),
         *,
+        module=None,
+        module_params=None,
+        input_shape=None,
         inference="ensemble",
         activation="relu",
         prior_scale=3.0,
         batch_size="auto",
-        learning_rate_init=3e-3,
-        beta_1=0.9,
-        beta_2=0.999,
-        max_iter="auto",
         n_mc_predict=100,
-        early_stopping=True,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
-        tol=1e-4,
         warm_start=False,
         callbacks=None,
         random_state=None,
@@ -99,19 +95,14 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
     ):
         super().__init__(
             hidden_layer_sizes,
+            module=module,
+            module_params=module_params,
+            input_shape=input_shape,
             inference=inference,
             activation=activation,
             prior_scale=prior_scale,
             batch_size=batch_size,
-            learning_rate_init=learning_rate_init,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            max_iter=max_iter,
             n_mc_predict=n_mc_predict,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            tol=tol,
             warm_start=warm_start,
             callbacks=callbacks,
             random_state=random_state,
@@ -143,7 +134,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             class, an inference method that cannot classify (``PBP``), an
             invalid parameter of the method, or a diverging loss.
         """
-        X, y = validate_data(self, X, y, dtype=(np.float64, np.float32))
+        X, y = validate_data(self, self._as_rows(X, reset=True), y, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         method = self._inference_method()
         classes, encoded = np.unique(y, return_inverse=True)
@@ -186,7 +177,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             classify or stream, or a diverging loss.
         """
         first = not hasattr(self, "module_")
-        X, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32))
+        X, y = validate_data(self, self._as_rows(X, reset=first), y, reset=first, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         method = self._inference_method()
         if first:

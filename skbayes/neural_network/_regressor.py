@@ -46,8 +46,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     UCI regression benchmark against NGBoost, scikit-learn's exact Gaussian
     process and the other methods (the user guide's "Defaults" page,
     ``doc/defaults.md``), are stochastic-gradient HMC (``SGHMC()``: two
-    chains, 20 kept weight settings per chain, a fixed schedule that
-    ``max_iter`` does not change: 1,200 optimiser steps of 256 rows, 720 of
+    chains, 20 kept weight settings per chain, a fixed schedule of its own
+    (:class:`~skbayes.inference.SGHMC`): 1,200 optimiser steps of 256 rows, 720 of
     them burn-in, up to 30,720 rows, 10 epochs' worth on more rows but at most
     12,000 steps, or 500 epochs where they take fewer steps), Student-t
     observation noise (``noise="auto"``) and two hidden layers of 50 units;
@@ -130,7 +130,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     estimator initialises everything from that batch (the y standardisation
     included), and every call takes one epoch over its rows with the N of
     the objective set to ``n_seen_``; the optimiser's state carries over
-    between calls. It holds no rows out: ``early_stopping`` is for ``fit``.
+    between calls. It holds no rows out: a method's ``early_stopping`` is
+    for ``fit``.
 
     References
     ----------
@@ -149,7 +150,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     >>> mean, std = model.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
     ((3,), (3,))
-    >>> ensemble = BayesianMLPRegressor(inference=DeepEnsemble(n_estimators=3), max_iter=20).fit(X, y)
+    >>> ensemble = BayesianMLPRegressor(inference=DeepEnsemble(n_estimators=3, max_iter=20)).fit(X, y)
     """
 
     _parameter_constraints = {
@@ -163,6 +164,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         self,
         hidden_layer_sizes=(50, 50),
         *,
+        module=None,
+        module_params=None,
+        input_shape=None,
         inference="sghmc",
         activation="relu",
         prior_scale=1.0,
@@ -170,15 +174,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         noise_std="learn",
         normalize_y=True,
         batch_size="auto",
-        learning_rate_init=3e-3,
-        beta_1=0.9,
-        beta_2=0.999,
-        max_iter="auto",
         n_mc_predict=100,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=50,
-        tol=1e-4,
         warm_start=False,
         callbacks=None,
         random_state=None,
@@ -188,19 +184,14 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     ):
         super().__init__(
             hidden_layer_sizes,
+            module=module,
+            module_params=module_params,
+            input_shape=input_shape,
             inference=inference,
             activation=activation,
             prior_scale=prior_scale,
             batch_size=batch_size,
-            learning_rate_init=learning_rate_init,
-            beta_1=beta_1,
-            beta_2=beta_2,
-            max_iter=max_iter,
             n_mc_predict=n_mc_predict,
-            early_stopping=early_stopping,
-            validation_fraction=validation_fraction,
-            n_iter_no_change=n_iter_no_change,
-            tol=tol,
             warm_start=warm_start,
             callbacks=callbacks,
             random_state=random_state,
@@ -268,7 +259,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
     def _validate_training_data(self, X, y, reset):
         X, y = validate_data(
-            self, X, y, reset=reset, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32)
+            self, self._as_rows(X, reset), y, reset=reset, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32)
         )
         Y = y.reshape(len(y), -1).astype(X.dtype, copy=False)
         if not reset and Y.shape[1] != self.n_outputs_:

@@ -21,6 +21,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import check_random_state
 
+from skbayes.inference import MeanFieldVI
 from skbayes import BayesianMLPRegressor
 from skbayes.calibration import CalibratedRegressorCV
 
@@ -275,7 +276,7 @@ def test_quantiles_increase_with_the_level_and_invert_the_cdf(ensemble):
 def mlp_recalibrated():
     """A small BayesianMLPRegressor in a Pipeline, recalibrated on 2 folds."""
     X, y = make_data(300, 5)
-    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor((16,), inference="mfvi", max_iter=30, n_mc_predict=20, random_state=0, noise="homoscedastic"))
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor((16,), inference=MeanFieldVI(max_iter=30), n_mc_predict=20, random_state=0, noise="homoscedastic"))
     return CalibratedRegressorCV(pipe, cv=2).fit(X, y)
 
 
@@ -335,7 +336,7 @@ def test_skbayes_regressor_under_mapie_split_conformal():
 
     X_fit, y_fit = make_data(300, 7)
     X_cal, y_cal = make_data(1000, 8)
-    model = BayesianMLPRegressor((16,), inference="mfvi", max_iter=30, random_state=0, noise="homoscedastic").fit(X_fit, y_fit)
+    model = BayesianMLPRegressor((16,), inference=MeanFieldVI(max_iter=30), random_state=0, noise="homoscedastic").fit(X_fit, y_fit)
     conformal = SplitConformalRegressor(model, confidence_level=0.9, conformity_score="std_normalized", prefit=True)
     conformal.conformalize(X_cal, y_cal)
     point, intervals = conformal.predict_interval(X_TEST)

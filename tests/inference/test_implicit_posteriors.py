@@ -15,6 +15,7 @@ import torch
 from scipy.spatial import cKDTree
 from torch.distributions import Normal, kl_divergence
 
+from discovery import with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import BayesByGAN, BayesByHypernet
 from skbayes.inference._gan import MLEThenKLWarmup, discriminator_widths
@@ -235,7 +236,7 @@ def test_predictive_std_grows_away_from_the_data(method, cubic):
     X, y = cubic
     # 300 epochs at a step size of 0.01: far from the thesis's 70,000 (Bayes by GAN's growth is the weaker)
     model = BayesianMLPRegressor(
-        (32,), inference=method, max_iter=300, learning_rate_init=0.01, n_iter_no_change=1000, random_state=0, noise="homoscedastic"
+        (32,), inference=with_loop(method, max_iter=300, learning_rate_init=0.01, n_iter_no_change=1000), random_state=0, noise="homoscedastic"
     ).fit(X, y)
     _, std_in = model.predict(X, return_std=True)
     _, std_out = model.predict(np.array([[-8.0], [8.0]]), return_std=True)
@@ -245,7 +246,8 @@ def test_predictive_std_grows_away_from_the_data(method, cubic):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_same_random_state_same_fit(method, cubic):
     X, y = cubic
-    params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "max_iter": 5, "n_mc_predict": 10}
+    params = {"hidden_layer_sizes": (8,), "inference": with_loop(method, max_iter=5), "noise": "homoscedastic",
+              "n_mc_predict": 10}
     a = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     b = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     c = BayesianMLPRegressor(**params, random_state=4).fit(X, y)
@@ -261,13 +263,13 @@ def test_the_classifier_takes_both_methods():
     for method in METHODS:
         # early_stopping=False: on the 6 rows the classifier's default early stopping holds out, the
         # hypernetwork's validation score stays flat for its first 20 epochs and patience 10 ends the fit
-        model = BayesianMLPClassifier((8,), inference=method, early_stopping=False, max_iter=150, random_state=0)
+        model = BayesianMLPClassifier((8,), inference=with_loop(method, early_stopping=False, max_iter=150), random_state=0)
         assert model.fit(X, y).score(X, y) > 0.85
 
 
 def test_bbg_warm_start_keeps_the_discriminators(cubic):
     X, y = cubic
-    model = BayesianMLPRegressor((8,), inference="bbg", max_iter=3, warm_start=True, random_state=0, noise="homoscedastic").fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=BayesByGAN(max_iter=3), warm_start=True, random_state=0, noise="homoscedastic").fit(X, y)
     discriminators = model.module_["network"].discriminators
     before = [p.detach().clone() for p in discriminators.parameters()]
     model.fit(X, y)

@@ -21,7 +21,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import estimator_checks
 
-from discovery import inference_methods
+from discovery import inference_methods, with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import (
     ALIASES,
@@ -45,7 +45,7 @@ ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
 
 def _methods():
     """One object of every method skbayes.inference exports (tests/discovery.py), small enough for fast fits."""
-    return inference_methods({
+    return inference_methods(max_iter=3, settings={
         "SGHMC": [{"n_chains": 2, "burn_in": 4, "thinning": 1, "n_kept_samples": 4}],
         "DeepEnsemble": [{"n_estimators": 2}],
         "BayesByHypernet": [{"generator_hidden_sizes": (8,)}],
@@ -82,8 +82,13 @@ DIAGNOSTICS = {
     "MNF": {"kl"},
 }
 
-# One invalid value per method (PBP has no parameters).
+# One invalid value per method, and of the loop settings.
 BAD_PARAMETERS = [
+    (PBP, "max_iter", 0),
+    (MeanFieldVI, "early_stopping", "sometimes"),
+    (DeepEnsemble, "learning_rate_init", 0.0),
+    (MCDropout, "n_iter_no_change", "never"),
+    (Vadam, "beta_2", 1.0),
     (MeanFieldVI, "posterior_init_scale", 0.0),
     (MeanFieldVI, "init", "bogus"),
     (MCDropout, "dropout_rate", 1.0),
@@ -115,7 +120,7 @@ def data():
 def _fit(estimator_cls, method, X, y, **params):
     if estimator_cls is BayesianMLPClassifier:
         y = (y > np.median(y)).astype(int)
-    params = {"hidden_layer_sizes": (8,), "max_iter": 3, "n_mc_predict": 10, "random_state": 0, **params}
+    params = {"hidden_layer_sizes": (8,), "n_mc_predict": 10, "random_state": 0, **params}
     return estimator_cls(inference=method, **params).fit(X, y)
 
 
@@ -170,13 +175,13 @@ def test_a_bad_parameter_is_named_at_fit(cls, name, value, data):
     X, y = data
     method = cls(**{name: value})  # constructing it does not validate (scikit-learn's convention)
     with pytest.raises(ValueError, match=f"'{name}' parameter of {cls.__name__}"):
-        BayesianMLPRegressor(inference=method, max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference=method, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 def test_an_unknown_alias_is_reported(data):
     X, y = data
     with pytest.raises(ValueError, match="'inference' parameter"):
-        BayesianMLPRegressor(inference="laplace", max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference="laplace", noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 @pytest.mark.parametrize("estimator_cls, method", _pairs())
@@ -214,7 +219,7 @@ def test_grid_search_tunes_a_parameter_of_the_method(data):
 def test_grid_search_over_the_methods(data):
     X, y = data
     candidates = [MeanFieldVI(), _small_sghmc(), DeepEnsemble(n_estimators=2)]
-    model = BayesianMLPRegressor((8,), inference="mfvi", max_iter=3, n_mc_predict=10, random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=3), n_mc_predict=10, random_state=0, noise="homoscedastic")
     search = GridSearchCV(model, {"inference": candidates}, cv=2, error_score="raise").fit(X, y)
     assert len(search.cv_results_["params"]) == 3
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
@@ -226,7 +231,7 @@ def test_grid_search_over_the_methods(data):
 def test_grid_search_of_a_classifier_over_pbp_reports_regression_only(data):
     X, y = data
     labels = (y > np.median(y)).astype(int)
-    model = BayesianMLPClassifier((8,), max_iter=3, n_mc_predict=10, random_state=0)
+    model = BayesianMLPClassifier((8,), n_mc_predict=10, random_state=0, inference=DeepEnsemble(max_iter=3))
     grid = {"inference": [MeanFieldVI(), PBP()]}
     with pytest.raises(ValueError, match="PBP supports regression only"):
         GridSearchCV(model, grid, cv=2, error_score="raise").fit(X, labels)
@@ -253,7 +258,7 @@ def test_strings_are_aliases_of_the_default_objects(alias, estimator_cls):
     y = X[:, 0] + 0.1 * rng.randn(24)
     if estimator_cls is BayesianMLPClassifier:
         y = (y > 0).astype(int)
-    params = {"hidden_layer_sizes": (4,), "max_iter": 3, "n_mc_predict": 10, "random_state": 0}
+    params = {"hidden_layer_sizes": (4,), "n_mc_predict": 10, "random_state": 0}  # the methods at their defaults
     by_name = estimator_cls(inference=alias, **params).fit(X, y)
     by_object = estimator_cls(inference=cls(), **params).fit(X, y)
     assert type(by_name.inference_) is cls
@@ -296,7 +301,7 @@ def test_a_refit_with_another_method_replaces_the_diagnostics(data):
 def test_first_partial_fit_equals_fit_with_one_epoch(method, data):
     X, y = data
     params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "n_mc_predict": 10, "random_state": 0}
-    fitted = BayesianMLPRegressor(max_iter=1, **params).fit(X, y)
+    fitted = BayesianMLPRegressor(**{**params, "inference": with_loop(method, max_iter=1)}).fit(X, y)
     streamed = BayesianMLPRegressor(**params).partial_fit(X, y)
     for a, b in zip(fitted.predict(X, return_std=True), streamed.predict(X, return_std=True)):
         np.testing.assert_array_equal(a, b)
@@ -308,8 +313,8 @@ def test_first_partial_fit_of_the_classifier_equals_fit_with_one_epoch(data):
     X, y = data
     labels = (y > np.median(y)).astype(int)
     # early_stopping=False: fit would otherwise hold rows out, which partial_fit never does
-    params = {"hidden_layer_sizes": (8,), "n_mc_predict": 10, "early_stopping": False, "random_state": 0}
-    fitted = BayesianMLPClassifier(max_iter=1, **params).fit(X, labels)
+    params = {"hidden_layer_sizes": (8,), "n_mc_predict": 10, "random_state": 0}
+    fitted = BayesianMLPClassifier(**params, inference=DeepEnsemble(max_iter=1, early_stopping=False)).fit(X, labels)
     streamed = BayesianMLPClassifier(**params).partial_fit(X, labels, classes=[0, 1])
     np.testing.assert_array_equal(fitted.predict_proba(X), streamed.predict_proba(X))
 
@@ -336,7 +341,7 @@ def test_repeated_partial_fit_lowers_the_loss_and_counts(method):
 
 def test_partial_fit_after_fit_continues(data):
     X, y = data
-    model = BayesianMLPRegressor((8,), inference="mfvi", max_iter=3, random_state=0, noise="homoscedastic").fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=3), random_state=0, noise="homoscedastic").fit(X, y)
     module = model.module_
     model.partial_fit(X[:20], y[:20])
     assert model.module_ is module
@@ -394,8 +399,8 @@ def test_partial_fit_of_the_classifier_needs_classes_and_known_labels(data):
 def small_models(data):
     X, y = data
     return {
-        "regressor": BayesianMLPRegressor((8,), inference="mfvi", max_iter=2, n_mc_predict=10, random_state=0, noise="homoscedastic").fit(X, y),
-        "classifier": BayesianMLPClassifier((8,), max_iter=2, n_mc_predict=10, random_state=0).fit(
+        "regressor": BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=2), n_mc_predict=10, random_state=0, noise="homoscedastic").fit(X, y),
+        "classifier": BayesianMLPClassifier((8,), n_mc_predict=10, random_state=0, inference=DeepEnsemble(max_iter=2)).fit(
             X, (y > 0).astype(int)
         ),
     }
@@ -452,7 +457,7 @@ _MEMORY_SCRIPT = textwrap.dedent(
 
     warnings.simplefilter("ignore")
     rng = np.random.RandomState(0)
-    model = BayesianMLPRegressor(max_iter=2, random_state=0).fit(rng.randn(200, 8), rng.randn(200))
+    model = BayesianMLPRegressor(random_state=0).fit(rng.randn(200, 8), rng.randn(200))
     X = rng.randn(100_000, 8)
     model.predict(X[:1000], return_std=True)  # warm up (lazy allocations of torch)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -6,6 +6,7 @@ import torch
 from _exact_blr import exact_blr_posterior, make_blr_data
 from sklearn.datasets import make_blobs
 
+from discovery import with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import MeanFieldVI, Vadam
 from skbayes.nn import INITIALIZATIONS, BayesianMLP, GaussianLikelihood, iblm_init, negative_elbo
@@ -53,11 +54,9 @@ def test_iblm_through_the_estimator_before_training():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3, random_state=3)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
-        inference=MeanFieldVI(init="iblm"),
+        inference=MeanFieldVI(init="iblm", learning_rate_init=1e-12, max_iter=1),
         noise_std=0.3,
         normalize_y=False,
-        learning_rate_init=1e-12,
-        max_iter=1,
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
     mean, _ = exact_blr_posterior(X, y, 1.0, 0.3)
@@ -205,8 +204,7 @@ def test_every_initialisation_fits(init, method):
     X, y, _ = make_blr_data(n_samples=40, random_state=0)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(5,),
-        inference=method(init=init),
-        max_iter=2,
+        inference=with_loop(method(init=init), max_iter=2),
         random_state=0, noise="homoscedastic",
     )
     assert np.all(np.isfinite(model.fit(X, y).predict(X)))
@@ -215,6 +213,6 @@ def test_every_initialisation_fits(init, method):
 def test_iblm_classifier_fits():
     X, y = make_blobs(120, centers=2, random_state=0)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(8,), inference=MeanFieldVI(init="iblm"), max_iter=5, random_state=0
+        hidden_layer_sizes=(8,), inference=MeanFieldVI(init="iblm", max_iter=5), random_state=0
     ).fit(X, y)
     assert clf.score(X, y) > 0.9

@@ -13,6 +13,7 @@ import pytest
 from _exact_blr import exact_blr_predictive, make_blr_data
 from sklearn.gaussian_process.kernels import ConstantKernel, DotProduct
 
+from discovery import with_loop
 from skbayes import BayesianMLPRegressor
 from skbayes.inference import WHVI, SGHMC, BayesByGAN, BayesByHypernet, GPInducedPrior, MeanFieldVI
 from skbayes.nn import MeanFieldLinear, WHVIMLP
@@ -25,8 +26,8 @@ NOISE = 0.3
 def _linear_fit(inference, max_iter=1500, random_state=0):
     X, y, X_test = make_blr_data(n_samples=50, n_features=2, noise_std=NOISE, random_state=1)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), inference=inference, noise_std=NOISE, normalize_y=False, batch_size=50,
-        learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6, n_mc_predict=400,
+        hidden_layer_sizes=(), inference=with_loop(inference, learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6), noise_std=NOISE, normalize_y=False, batch_size=50,
+        n_mc_predict=400,
         random_state=random_state, noise="homoscedastic",
     ).fit(X, y)
     return model.predict_uncertainty(X_test), exact_blr_predictive(X, y, X_test, 1.0, NOISE)
@@ -82,7 +83,7 @@ def test_whvi_with_no_hidden_layer_and_a_mean_field_last_layer_is_mean_field_vi(
     # (the comparison with the exact posterior is MeanFieldVI's test).
     X, y, X_test = make_blr_data(n_samples=30, random_state=0)
     fits = [
-        BayesianMLPRegressor(hidden_layer_sizes=(), inference=method, max_iter=30, random_state=3, noise="homoscedastic").fit(X, y)
+        BayesianMLPRegressor(hidden_layer_sizes=(), inference=with_loop(method, max_iter=30), random_state=3, noise="homoscedastic").fit(X, y)
         for method in (WHVI(), MeanFieldVI())
     ]
     network = fits[0].module_["network"]

@@ -10,6 +10,7 @@ from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from scipy.special import gammaln
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import PBP
 from skbayes.nn import (
     PBPNetwork,
     PBPOptimizer,
@@ -238,8 +239,8 @@ def test_estimator_refines_the_prior_after_the_last_step_of_each_pass(monkeypatc
     rng = np.random.RandomState(0)
     X, y = rng.randn(40, 2), rng.randn(40)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(4,), inference="pbp", batch_size=8, max_iter=3, random_state=0,
-        early_stopping=True, validation_fraction=0.2, n_iter_no_change=10, noise="homoscedastic",
+        hidden_layer_sizes=(4,), inference=PBP(max_iter=3, early_stopping=True, validation_fraction=0.2, n_iter_no_change=10), batch_size=8, random_state=0,
+        noise="homoscedastic",
     )
     log_predictive = BayesianMLPRegressor._log_predictive
     monkeypatch.setattr(
@@ -322,10 +323,9 @@ def _blr_fit(max_iter, n_features=2):
     X, y, X_test = make_blr_data(n_samples=200, n_features=n_features, noise_std=0.3)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
-        inference="pbp",
+        inference=PBP(max_iter=max_iter),
         noise_std=0.3,
         normalize_y=False,
-        max_iter=max_iter,
         n_mc_predict=4000,
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
@@ -374,7 +374,7 @@ def test_repeated_adf_over_counts_the_data():
 def test_same_random_state_same_model_and_different_states_differ():
     X, y, X_test = make_blr_data(n_samples=60, n_features=2)
     fit = lambda seed: BayesianMLPRegressor(
-        (8,), inference="pbp", max_iter=2, random_state=seed, noise="homoscedastic"
+        (8,), inference=PBP(max_iter=2), random_state=seed, noise="homoscedastic"
     ).fit(X, y)
     a, b, c = fit(0), fit(0), fit(1)
     np.testing.assert_array_equal(
@@ -386,11 +386,11 @@ def test_same_random_state_same_model_and_different_states_differ():
 
 def test_learned_noise_is_recovered():
     X, y, _ = make_blr_data(n_samples=400, n_features=2, noise_std=0.3)
-    linear = BayesianMLPRegressor((), inference="pbp", max_iter=1, random_state=0, noise="homoscedastic").fit(
+    linear = BayesianMLPRegressor((), inference=PBP(max_iter=1), random_state=0, noise="homoscedastic").fit(
         X, y
     )
     assert linear.noise_std_[0] == pytest.approx(0.3, rel=0.08)
-    mlp = BayesianMLPRegressor((10,), inference="pbp", max_iter=5, random_state=0, noise="homoscedastic").fit(
+    mlp = BayesianMLPRegressor((10,), inference=PBP(max_iter=5), random_state=0, noise="homoscedastic").fit(
         X, y
     )
     assert mlp.noise_std_[0] == pytest.approx(0.3, rel=0.12)
@@ -405,7 +405,7 @@ def test_learned_noise_is_recovered():
 def test_fixed_noise_is_kept():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3)
     model = BayesianMLPRegressor(
-        (5,), inference="pbp", noise_std=0.5, max_iter=2, random_state=0, noise="homoscedastic"
+        (5,), inference=PBP(max_iter=2), noise_std=0.5, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     np.testing.assert_allclose(model.noise_std_, [0.5])
     # q(gamma) untouched: still the hyperprior Ga(6, 6)
@@ -417,7 +417,7 @@ def test_epistemic_uncertainty_grows_away_from_the_data():
     X = rng.uniform(-2, 2, (200, 1))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(200)
     model = BayesianMLPRegressor(
-        (20,), inference="pbp", max_iter=5, random_state=0, noise="homoscedastic"
+        (20,), inference=PBP(max_iter=5), random_state=0, noise="homoscedastic"
     ).fit(X, y)
     inside = model.predict_uncertainty(np.linspace(-1.5, 1.5, 7)[:, None]).epistemic_std
     outside = model.predict_uncertainty(np.array([[-6.0], [6.0]])).epistemic_std
@@ -440,7 +440,7 @@ def test_minibatch_steps_and_multi_output():
     X = rng.randn(60, 3)
     Y = np.column_stack([X[:, 0], 10 * X[:, 1] + 5]) + 0.1 * rng.randn(60, 2)
     model = BayesianMLPRegressor(
-        (8,), inference="pbp", batch_size=4, max_iter=3, random_state=0, noise="homoscedastic"
+        (8,), inference=PBP(max_iter=3), batch_size=4, random_state=0, noise="homoscedastic"
     ).fit(X, Y)
     mean, std = model.predict(X[:5], return_std=True)
     assert mean.shape == std.shape == (5, 2) and np.all(std > 0)
@@ -452,7 +452,7 @@ def test_minibatch_steps_and_multi_output():
 def test_warm_start_continues_the_posterior():
     X, y, _ = make_blr_data(n_samples=50, n_features=2)
     model = BayesianMLPRegressor(
-        (4,), inference="pbp", max_iter=1, warm_start=True, random_state=0, noise="homoscedastic"
+        (4,), inference=PBP(max_iter=1), warm_start=True, random_state=0, noise="homoscedastic"
     ).fit(X, y)
     alpha = model.module_["network"].noise_alpha.item()
     model.fit(X, y)

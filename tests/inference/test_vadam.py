@@ -6,6 +6,7 @@ import torch
 from _exact_blr import exact_blr_posterior, exact_blr_predictive, make_blr_data
 from sklearn.datasets import make_blobs
 
+from discovery import with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import Vadam as VadamMethod
 from skbayes.nn import BayesianMLP, DropoutLinear, MeanFieldLinear, Vadam
@@ -63,15 +64,11 @@ def blr():
     fits = {
         batch: BayesianMLPRegressor(
             hidden_layer_sizes=(),
-            inference=VadamMethod(n_mc_train=1),
+            inference=with_loop(VadamMethod(n_mc_train=1), learning_rate_init=2e-3, max_iter=epochs, tol=0.0, n_iter_no_change=10**6),
             noise_std=NOISE,
             normalize_y=False,
             prior_scale=PRIOR,
             batch_size=batch,
-            learning_rate_init=2e-3,
-            max_iter=epochs,
-            tol=0.0,
-            n_iter_no_change=10**6,
             random_state=0, noise="homoscedastic",
         ).fit(X, y)
         for batch, epochs in [(1, 120), (10, 600)]
@@ -137,7 +134,7 @@ def test_uncertainty_grows_away_from_the_data(blr):
 
 def test_same_random_state_gives_identical_predictions():
     X, y, X_test = make_blr_data(n_samples=60, random_state=2)
-    kwargs = {"hidden_layer_sizes": (8,), "inference": "vadam", "noise": "homoscedastic", "max_iter": 5}
+    kwargs = {"hidden_layer_sizes": (8,), "inference": VadamMethod(max_iter=5), "noise": "homoscedastic"}
     a = (
         BayesianMLPRegressor(random_state=3, **kwargs)
         .fit(X, y)
@@ -163,7 +160,7 @@ def test_noise_is_learned_and_rho_is_left_trainable():
     X = rng.uniform(-2, 2, (300, 1))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(300)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(30,), inference="vadam", max_iter=400, random_state=0, noise="homoscedastic"
+        hidden_layer_sizes=(30,), inference=VadamMethod(max_iter=400), random_state=0, noise="homoscedastic"
     )
     model.fit(X, y)
     assert model.noise_std_[0] == pytest.approx(0.2, rel=0.25)
@@ -180,7 +177,7 @@ def test_classifier():
         200, centers=[[-2, 0], [2, 0], [0, 3]], cluster_std=0.7, random_state=0
     )
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(16,), inference="vadam", max_iter=60, random_state=0
+        hidden_layer_sizes=(16,), inference=VadamMethod(max_iter=60), random_state=0
     )
     proba = clf.fit(X, y).predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)

@@ -8,6 +8,7 @@ import torch
 from scipy.linalg import hadamard
 from sklearn.model_selection import GridSearchCV
 
+from discovery import with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import ALIASES, WHVI, MCDropout, MeanFieldVI
 from skbayes.nn import WHVILinear, WHVIMLP, whvi_dimensions
@@ -209,7 +210,7 @@ def test_flow_kl_is_consumed_and_the_layer_stays_copyable():
 
 def _n_parameters(inference, n_features=1):
     X = np.linspace(-1, 2, 16)[:, None].repeat(n_features, 1)
-    model = BayesianMLPRegressor(hidden_layer_sizes=(128, 128), inference=inference, max_iter=1, random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor(hidden_layer_sizes=(128, 128), inference=with_loop(inference, max_iter=1), random_state=0, noise="homoscedastic")
     model.fit(X, X[:, 0])
     return sum(p.numel() for p in model.module_.parameters())
 
@@ -236,20 +237,20 @@ Y_TOY = np.sin(3 * X_TOY[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal
 def test_alias_and_reproducibility():
     assert ALIASES["whvi"] is WHVI
     fits = [
-        BayesianMLPRegressor(hidden_layer_sizes=(16,), inference=inference, max_iter=20, random_state=3, noise="homoscedastic").fit(X_TOY, Y_TOY)
+        BayesianMLPRegressor(hidden_layer_sizes=(16,), inference=with_loop(inference, max_iter=20), random_state=3, noise="homoscedastic").fit(X_TOY, Y_TOY)
         for inference in ("whvi", WHVI(), WHVI())
     ]
     predictions = [model.predict(X_TOY, return_std=True) for model in fits]
     for mean, std in predictions[1:]:
         np.testing.assert_array_equal(mean, predictions[0][0])
         np.testing.assert_array_equal(std, predictions[0][1])
-    other = BayesianMLPRegressor(hidden_layer_sizes=(16,), inference=WHVI(), max_iter=20, random_state=4, noise="homoscedastic")
+    other = BayesianMLPRegressor(hidden_layer_sizes=(16,), inference=WHVI(max_iter=20), random_state=4, noise="homoscedastic")
     assert not np.array_equal(other.fit(X_TOY, Y_TOY).predict(X_TOY), predictions[0][0])
 
 
 def test_predictive_std_grows_away_from_the_data():
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(32, 32), inference=WHVI(), max_iter=150, n_mc_predict=200, random_state=0, noise="homoscedastic"
+        hidden_layer_sizes=(32, 32), inference=WHVI(max_iter=150), n_mc_predict=200, random_state=0, noise="homoscedastic"
     ).fit(X_TOY, Y_TOY)
     std = model.predict_uncertainty(np.array([[-4.0], [0.0], [4.0]]))["epistemic_std"]
     assert std[0] > 2 * std[1] and std[2] > 2 * std[1]
@@ -261,7 +262,7 @@ def test_every_layer_whvi_and_the_classifier():
     assert all(isinstance(layer, WHVILinear) for layer in network.layers)
     y = (X_TOY[:, 0] > 0).astype(int)
     model = BayesianMLPClassifier(
-        hidden_layer_sizes=(8,), inference=WHVI(last_layer="whvi", n_flows=1), max_iter=60, random_state=0
+        hidden_layer_sizes=(8,), inference=WHVI(last_layer="whvi", n_flows=1, max_iter=60), random_state=0
     ).fit(X_TOY, y)
     assert model.score(X_TOY, y) > 0.8
     assert set(model.inference_diagnostics_) == {"kl"}
@@ -269,7 +270,7 @@ def test_every_layer_whvi_and_the_classifier():
 
 def test_grid_search_over_the_number_of_flows():
     search = GridSearchCV(
-        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=WHVI(), max_iter=5, random_state=0, noise="homoscedastic"),
+        BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=WHVI(max_iter=5), random_state=0, noise="homoscedastic"),
         {"inference__n_flows": [0, 1]},
         cv=2,
     ).fit(X_TOY, Y_TOY)
@@ -278,7 +279,7 @@ def test_grid_search_over_the_number_of_flows():
 
 
 def test_warm_start_needs_the_same_structure():
-    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=WHVI(), max_iter=3, warm_start=True, random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=WHVI(max_iter=3), warm_start=True, random_state=0, noise="homoscedastic")
     network = model.fit(X_TOY, Y_TOY).module_["network"]
     assert model.fit(X_TOY, Y_TOY).module_["network"] is network
     model.set_params(inference=WHVI(n_flows=1)).fit(X_TOY, Y_TOY)

@@ -21,6 +21,7 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_validate
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from discovery import with_loop
 from skbayes.metrics import (
     crps_ensemble,
     crps_gaussian,
@@ -445,7 +446,7 @@ def _small_mlp(inference, **kwargs):
     from skbayes import BayesianMLPRegressor
 
     return BayesianMLPRegressor(
-        (8,), inference=inference, max_iter=20, n_mc_predict=20, learning_rate_init=0.01, random_state=0,
+        (8,), inference=with_loop(inference, max_iter=20, learning_rate_init=0.01), n_mc_predict=20, random_state=0,
         **{"noise": "homoscedastic", **kwargs},
     )
 

@@ -14,6 +14,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from discovery import with_loop
 from skbayes import BayesianMLPRegressor, DeviceWarning
 from skbayes._training import Callback, KLWarmup, TrainingState
 from skbayes.datasets import get_uci_split, load_uci
@@ -142,9 +143,8 @@ def test_mean_field_vi_of_a_linear_model_matches_the_exact_posterior():
     X = rng.randn(n, 2)
     y = X @ np.array([1.0, -0.5]) + 0.3 + noise * rng.randn(n)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), inference=MeanFieldVI(n_mc_train=8), noise_std=noise, normalize_y=False,
-        prior_scale=prior, batch_size=n, learning_rate_init=0.01, max_iter=3000,
-        tol=0.0, n_iter_no_change=3000, random_state=0, noise="homoscedastic",
+        hidden_layer_sizes=(), inference=MeanFieldVI(n_mc_train=8, learning_rate_init=0.01, max_iter=3000, tol=0.0, n_iter_no_change=3000), noise_std=noise, normalize_y=False,
+        prior_scale=prior, batch_size=n, random_state=0, noise="homoscedastic",
     ).fit(X, y)
     Phi = np.c_[X, np.ones(n)]
     A = Phi.T @ Phi / noise**2 + np.eye(3) / prior**2
@@ -163,7 +163,7 @@ def test_kl_weight_does_not_depend_on_the_batch_size():
     # 0 makes the forward pass deterministic so the identity is exact.
     rng = np.random.RandomState(0)
     X, y = rng.randn(120, 3), rng.randn(120)
-    model = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.0), max_iter=1, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,))
+    model = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.0, max_iter=1), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,))
     model.fit(X, y)
     module = model.module_
     x_t, y_t = torch.tensor(X), torch.tensor(y[:, None])
@@ -204,8 +204,7 @@ def test_mc_dropout_weight_decay_follows_the_kl_condition():
     # The callback sets the weights before the method reports its KL.
     set_weights = _SetWeights()
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), inference=MCDropout(dropout_rate=0.2), prior_scale=0.5, max_iter=1,
-        callbacks=[set_weights], random_state=0, noise="homoscedastic",
+        hidden_layer_sizes=(), inference=MCDropout(dropout_rate=0.2, max_iter=1), prior_scale=0.5, callbacks=[set_weights], random_state=0, noise="homoscedastic",
     )
     set_weights.model = model
     model.fit(np.random.RandomState(0).randn(20, 2), np.arange(20.0))
@@ -217,10 +216,10 @@ def test_mc_dropout_weight_decay_follows_the_kl_condition():
 def test_same_random_state_gives_identical_predictions_without_global_seed(sine_data):
     (X, y), (X_test, _) = sine_data
     state = torch.random.get_rng_state()
-    params = {"inference": "mfvi", "noise": "homoscedastic", "hidden_layer_sizes": (50,), "max_iter": 20, "random_state": 3}
+    params = {"inference": MeanFieldVI(max_iter=20), "noise": "homoscedastic", "hidden_layer_sizes": (50,), "random_state": 3}
     a = BayesianMLPRegressor(**params).fit(X, y).predict(X_test, return_std=True)
     b = BayesianMLPRegressor(**params).fit(X, y).predict(X_test, return_std=True)
-    c = BayesianMLPRegressor(inference="mfvi", max_iter=20, random_state=4, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y).predict(X_test)
+    c = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=20), random_state=4, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y).predict(X_test)
     assert torch.equal(state, torch.random.get_rng_state())
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
@@ -260,7 +259,7 @@ def test_model_fitted_on_cuda_loads_on_a_cpu_only_machine(fitted, sine_data, mon
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_fit_pickles_to_cpu_tensors(sine_data):
     (X, y), (X_test, _) = sine_data
-    model = BayesianMLPRegressor(inference="mfvi", max_iter=5, device="cuda", random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    model = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=5), device="cuda", random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert model.device_.type == "cuda" and model.dtype_ == "float32"
     state = model.__getstate__()
     assert all(p.device.type == "cpu" for p in state["module_"].parameters())
@@ -274,7 +273,7 @@ def test_multi_output_shapes(inference):
     rng = np.random.RandomState(0)
     X = rng.randn(60, 3)
     Y = np.c_[X[:, 0], 10 * X[:, 1], -X[:, 2]] + 0.1 * rng.randn(60, 3)
-    model = BayesianMLPRegressor(inference=inference, max_iter=5, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, Y)
+    model = BayesianMLPRegressor(inference=with_loop(inference, max_iter=5), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, Y)
     mean, std = model.predict(X[:7], return_std=True)
     assert mean.shape == std.shape == (7, 3)
     assert model.noise_std_.shape == (3,)
@@ -283,13 +282,13 @@ def test_multi_output_shapes(inference):
     lower, upper = model.predict_interval(X[:7])
     assert lower.shape == (7, 3) and np.all(lower < upper)
     # a (n, 1) target keeps its second axis, like GaussianProcessRegressor
-    assert BayesianMLPRegressor(inference="mfvi", max_iter=2, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, Y[:, :1]).predict(X).shape == (60, 1)
+    assert BayesianMLPRegressor(inference=MeanFieldVI(max_iter=2), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, Y[:, :1]).predict(X).shape == (60, 1)
 
 
 def test_float32_input_is_computed_and_returned_in_float32():
     rng = np.random.RandomState(0)
     X, y = rng.randn(40, 2).astype(np.float32), rng.randn(40).astype(np.float32)
-    model = BayesianMLPRegressor(inference="mfvi", max_iter=2, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    model = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=2), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert model.dtype_ == "float32"
     assert model.predict(X).dtype == np.float32
 
@@ -304,13 +303,13 @@ def test_large_inputs_are_predicted_in_blocks(fitted):
 
 def test_fixed_noise_is_kept_in_the_units_of_y(sine_data):
     (X, y), _ = sine_data
-    model = BayesianMLPRegressor(inference="mfvi", noise_std=0.7, max_iter=3, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, 5 * y)
+    model = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=3), noise_std=0.7, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, 5 * y)
     np.testing.assert_allclose(model.noise_std_, [0.7])
 
 
 def test_early_stopping_restores_the_best_validation_state(sine_data):
     (X, y), _ = sine_data
-    model = BayesianMLPRegressor(inference="mfvi", early_stopping=True, n_iter_no_change=5, max_iter=300, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    model = BayesianMLPRegressor(inference=MeanFieldVI(early_stopping=True, n_iter_no_change=5, max_iter=300), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert model.n_iter_ < 300
     assert len(model.validation_scores_) == model.n_iter_
     assert model.best_validation_score_ == max(model.validation_scores_)
@@ -319,25 +318,25 @@ def test_early_stopping_restores_the_best_validation_state(sine_data):
 
 def test_warm_start_continues_from_the_fitted_network(sine_data):
     (X, y), _ = sine_data
-    model = BayesianMLPRegressor(inference="mfvi", max_iter=5, warm_start=True, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    model = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=5), warm_start=True, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     first = model.module_
     loss_after_first = model.loss_curve_[-1]
     model.fit(X, y)
     assert model.module_ is first
     assert model.loss_curve_[0] < loss_after_first + 0.5
-    cold = BayesianMLPRegressor(inference="mfvi", max_iter=5, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    cold = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=5), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert cold.loss_curve_[0] > model.loss_curve_[0]
 
 
 def test_verbose_shows_a_progress_bar(capsys):
     X, y = _sine(50, 0)
-    BayesianMLPRegressor(inference="mfvi", max_iter=3, verbose=True, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+    BayesianMLPRegressor(inference=MeanFieldVI(max_iter=3), verbose=True, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert "BayesianMLPRegressor" in capsys.readouterr().err
 
 
 def test_works_in_pipeline_grid_search_and_cross_validation(sine_data):
     (X, y), _ = sine_data
-    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference="mfvi", max_iter=30, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)))
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference=MeanFieldVI(max_iter=30), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)))
     assert clone(pipe).fit(X, y).score(X, y) > 0.5
     scores = cross_val_score(pipe, X, y, cv=3)
     assert scores.shape == (3,) and np.all(scores > 0.3)
@@ -356,9 +355,9 @@ def test_non_finite_input_is_rejected(bad):
     X = np.ones((10, 2))
     X[3, 1] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
-        BayesianMLPRegressor(inference="mfvi", max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, np.ones(10))
+        BayesianMLPRegressor(inference=MeanFieldVI(max_iter=1), noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, np.ones(10))
     with pytest.raises(ValueError, match="NaN|infinity"):
-        BayesianMLPRegressor(inference="mfvi", max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(np.ones((10, 2)), np.r_[np.ones(9), bad])
+        BayesianMLPRegressor(inference=MeanFieldVI(max_iter=1), noise="homoscedastic", hidden_layer_sizes=(50,)).fit(np.ones((10, 2)), np.r_[np.ones(9), bad])
 
 
 def test_feature_count_mismatch_is_reported(fitted):
@@ -379,24 +378,24 @@ def test_feature_count_mismatch_is_reported(fitted):
 )
 def test_bad_parameters_are_reported(params, match):
     with pytest.raises(ValueError, match=match):
-        BayesianMLPRegressor(**{"inference": "mfvi", "noise": "homoscedastic", "max_iter": 1, **params}).fit(np.zeros((4, 2)), np.arange(4.0))
+        BayesianMLPRegressor(**{"inference": MeanFieldVI(max_iter=1), "noise": "homoscedastic", **params}).fit(np.zeros((4, 2)), np.arange(4.0))
 
 
 def test_diverging_training_stops_with_advice():
     X, y = _sine(64, 0)
     with pytest.raises(ValueError, match="Lower learning_rate_init"):
-        BayesianMLPRegressor(inference="mfvi", learning_rate_init=1e12, max_iter=50, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X * 1e6, y * 1e6)
+        BayesianMLPRegressor(inference=MeanFieldVI(learning_rate_init=1e12, max_iter=50), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X * 1e6, y * 1e6)
 
 
 def test_early_stopping_needs_rows_for_validation():
     with pytest.raises(ValueError, match="early_stopping needs at least one training"):
-        BayesianMLPRegressor(inference="mfvi", early_stopping=True, max_iter=1, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(np.zeros((1, 2)), np.ones(1))
+        BayesianMLPRegressor(inference=MeanFieldVI(early_stopping=True, max_iter=1), noise="homoscedastic", hidden_layer_sizes=(50,)).fit(np.zeros((1, 2)), np.ones(1))
 
 
 def test_convergence_warning_at_max_iter():
     X, y = _sine(40, 0)
     with pytest.warns(ConvergenceWarning, match="maximum number of epochs"):
-        BayesianMLPRegressor(inference="mfvi", max_iter=2, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference=MeanFieldVI(max_iter=2), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 # ------------------------------------------------------------------- real data
@@ -418,7 +417,7 @@ def test_grid_search_with_an_uncertainty_aware_scorer(sine_data):
     from skbayes.metrics import gaussian_nll, get_scorer
 
     (X, y), (X_test, y_test) = sine_data
-    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference="mfvi", max_iter=40, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)))
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor(inference=MeanFieldVI(max_iter=40), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)))
     grid = {"bayesianmlpregressor__noise_std": [0.05, 0.2, 2.0]}
     search = GridSearchCV(pipe, grid, cv=2, scoring=get_scorer("neg_gaussian_nll")).fit(X, y)
     # The noise level the data were generated with wins on held-out NLL.
@@ -439,7 +438,7 @@ def test_kl_warmup_starts_from_the_likelihood_alone():
     assert kl_warmup_weight(0, 0) == 1.0
     rng = np.random.RandomState(0)
     X, y = rng.randn(64, 2), rng.randn(64)
-    model = BayesianMLPRegressor(inference=MeanFieldVI(kl_warmup_epochs=3), max_iter=3, batch_size=64, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,))
+    model = BayesianMLPRegressor(inference=MeanFieldVI(kl_warmup_epochs=3, max_iter=3), batch_size=64, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,))
     # the callback the method trains with: one step per epoch here
     warmup = KLWarmup(3)
     state = TrainingState(module=None, optimizer=None, n_batches=1)

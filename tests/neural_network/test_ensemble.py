@@ -124,9 +124,7 @@ def sine_ensemble():
     X, y = _sine(200, 0)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(16,),
-        inference=DeepEnsemble(n_estimators=4),
-        learning_rate_init=0.01,
-        max_iter=150,
+        inference=DeepEnsemble(n_estimators=4, learning_rate_init=0.01, max_iter=150),
         random_state=0, noise="homoscedastic",
     )
     return model.fit(X, y), X, y
@@ -175,7 +173,7 @@ def test_epistemic_uncertainty_grows_away_from_the_data(sine_ensemble):
 
 def test_same_random_state_gives_identical_ensembles():
     X, y = _sine(60, 1)
-    kw = dict(hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3), max_iter=5, noise="homoscedastic")
+    kw = dict(hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3, max_iter=5), noise="homoscedastic")
     fits = [BayesianMLPRegressor(random_state=s, **kw).fit(X, y) for s in (0, 0, 1)]
     a, b, c = (m.predict(X, return_std=True)[1] for m in fits)
     np.testing.assert_array_equal(a, b)
@@ -191,13 +189,10 @@ def test_ensemble_of_linear_models_finds_the_posterior_mean_but_no_spread():
     X, y, Xt = make_blr_data(n_samples=100)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
-        inference="ensemble",
+        inference=DeepEnsemble(learning_rate_init=0.05, max_iter=300, n_iter_no_change=300),
         noise_std=0.3,
         normalize_y=False,
         batch_size=100,
-        learning_rate_init=0.05,
-        max_iter=300,
-        n_iter_no_change=300,
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
     mean, epistemic = exact_blr_predictive(X, y, Xt, 1.0, 0.3)[::2]
@@ -212,7 +207,7 @@ def test_classifier_ensemble_averages_member_probabilities():
     X = np.vstack([rng.normal(-1.5, 1, (60, 2)), rng.normal(1.5, 1, (60, 2))])
     y = np.repeat([0, 1], 60)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3), max_iter=60, random_state=0
+        hidden_layer_sizes=(8,), inference=DeepEnsemble(n_estimators=3, max_iter=60), random_state=0
     )
     clf.fit(X, y)
     proba = clf.predict_proba(X)

@@ -9,7 +9,8 @@ from scipy import stats
 from scipy.special import expit, logsumexp
 from torch import nn
 
-from skbayes import BayesianMLPRegressor, BayesianNeuralNetRegressor
+from discovery import with_loop
+from skbayes import BayesianMLPRegressor
 from skbayes.inference import (
     MNF,
     PBP,
@@ -153,8 +154,8 @@ def test_heteroscedastic_noise_tracks_sigma_x_and_covers_in_every_bin():
     X, y = _noisy_data(800, 0)
     X_test, y_test = _noisy_data(4000, 1)
     grid = np.linspace(0.05, 0.95, 10)[:, None]
-    params = {"hidden_layer_sizes": (32,), "inference": DeepEnsemble(n_estimators=2), "max_iter": 200,
-              "batch_size": 200, "learning_rate_init": 0.02, "random_state": 0}
+    params = {"hidden_layer_sizes": (32,), "inference": DeepEnsemble(n_estimators=2, max_iter=200, learning_rate_init=0.02),
+              "batch_size": 200, "random_state": 0}
     hetero = BayesianMLPRegressor(noise="heteroscedastic", **params).fit(X, y)
     sigma = 0.05 + 0.5 * grid[:, 0]
     np.testing.assert_allclose(hetero.predict_uncertainty(grid).aleatoric_std, sigma, rtol=0.25)
@@ -175,8 +176,8 @@ def test_student_t_is_robust_to_outliers():
     y = truth + 0.1 * rng.randn(300)
     y[:15] += 8.0  # 5% gross outliers
     grid = np.linspace(-0.9, 0.9, 20)[:, None]
-    params = {"hidden_layer_sizes": (32,), "inference": DeepEnsemble(n_estimators=2), "max_iter": 200,
-              "batch_size": 100, "learning_rate_init": 0.01, "random_state": 0}
+    params = {"hidden_layer_sizes": (32,), "inference": DeepEnsemble(n_estimators=2, max_iter=200, learning_rate_init=0.01),
+              "batch_size": 100, "random_state": 0}
     errors = {}
     for noise in ("homoscedastic", "student_t"):
         model = BayesianMLPRegressor(noise=noise, **params).fit(X, y)
@@ -205,7 +206,7 @@ SUPPORTED = [
 def test_every_method_but_pbp_fits_both_noise_models(method, noise):
     X, y = _noisy_data(40, 0)
     Y = np.column_stack([y, -y])
-    model = BayesianMLPRegressor((8,), inference=method, noise=noise, max_iter=3, n_mc_predict=4,
+    model = BayesianMLPRegressor((8,), inference=with_loop(method, max_iter=3), noise=noise, n_mc_predict=4,
                                  random_state=0).fit(X, Y)
     assert model.module_["network"](torch.as_tensor(X)).shape[-1] == (4 if noise == "heteroscedastic" else 2)
     parts = model.predict_uncertainty(X[:5])
@@ -222,16 +223,16 @@ def test_every_method_but_pbp_fits_both_noise_models(method, noise):
 def test_pbp_and_a_fixed_heteroscedastic_noise_are_refused(noise):
     X, y = _noisy_data(20, 0)
     with pytest.raises(ValueError, match=f"PBP.*noise='{noise}'|noise='{noise}'.*PBP"):
-        BayesianMLPRegressor(inference=PBP(), noise=noise, max_iter=1, hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference=PBP(max_iter=1), noise=noise, hidden_layer_sizes=(50,)).fit(X, y)
     with pytest.raises(ValueError, match="noise_std='learn'"):
-        BayesianMLPRegressor(inference="mfvi", noise="heteroscedastic", noise_std=0.2, max_iter=1, hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference=MeanFieldVI(max_iter=1), noise="heteroscedastic", noise_std=0.2, hidden_layer_sizes=(50,)).fit(X, y)
 
 
 def test_sample_y_agrees_with_the_predictive_moments_and_interval():
     X, y = _noisy_data(200, 0)
     rows = np.array([[0.1], [0.5], [0.9]])
-    params = {"hidden_layer_sizes": (16,), "inference": DeepEnsemble(n_estimators=3), "max_iter": 30,
-              "batch_size": 50, "learning_rate_init": 0.02, "random_state": 0}
+    params = {"hidden_layer_sizes": (16,), "inference": DeepEnsemble(n_estimators=3, max_iter=30, learning_rate_init=0.02),
+              "batch_size": 50, "random_state": 0}
     hetero = BayesianMLPRegressor(noise="heteroscedastic", **params).fit(X, y)
     draws = hetero.sample_y(rows, n_samples=20000, random_state=1)
     mean, std = hetero.predict(rows, return_std=True)
@@ -251,8 +252,7 @@ def test_interval_and_density_are_the_exact_mixture_of_the_members():
     """Brute force from the members' outputs with scipy: CDF at the interval ends, log predictive density."""
     X, y = _noisy_data(100, 0)
     for noise in ("heteroscedastic", "student_t"):
-        model = BayesianMLPRegressor((8,), inference=DeepEnsemble(n_estimators=3), noise=noise, max_iter=20,
-                                     random_state=0).fit(X, 3.0 * y + 1.0)
+        model = BayesianMLPRegressor((8,), inference=DeepEnsemble(n_estimators=3, max_iter=20), noise=noise, random_state=0).fit(X, 3.0 * y + 1.0)
         likelihood = model.module_["likelihood"]
         with torch.no_grad():
             f = model.module_["network"](torch.as_tensor(X[:10])).numpy()  # (3, 10, width)
@@ -271,7 +271,7 @@ def test_interval_and_density_are_the_exact_mixture_of_the_members():
 
 def test_student_t_density_of_weight_draws_is_the_monte_carlo_mixture():
     X, y = _noisy_data(60, 0)
-    model = BayesianMLPRegressor((8,), inference="mfvi", noise="student_t", max_iter=5, n_mc_predict=7, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=5), noise="student_t", n_mc_predict=7, random_state=0).fit(X, y)
     parameters, _ = model._draw_parameters(7, model._predict_seed)
     with torch.no_grad():
         f = model.module_["network"].forward_with(torch.as_tensor(X), parameters).numpy()  # (7, n, 1)
@@ -284,12 +284,12 @@ def test_student_t_density_of_weight_draws_is_the_monte_carlo_mixture():
 
 def test_noise_std_attributes():
     X, y = _noisy_data(100, 0)
-    hetero = BayesianMLPRegressor((8,), inference="mfvi", noise="heteroscedastic", max_iter=5, random_state=0).fit(X, y)
+    hetero = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=5), noise="heteroscedastic", random_state=0).fit(X, y)
     # the RMS over the training rows of the predicted noise
     aleatoric = hetero.predict_uncertainty(X).aleatoric_std
     np.testing.assert_allclose(hetero.noise_std_, np.sqrt(np.mean(aleatoric**2)), rtol=1e-10)
     # Student-t with a fixed scale, in the units of y; the aleatoric std is the t's std
-    student = BayesianMLPRegressor((8,), inference="mfvi", noise="student_t", noise_std=0.3, max_iter=5, random_state=0).fit(X, 2 * y)
+    student = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=5), noise="student_t", noise_std=0.3, random_state=0).fit(X, 2 * y)
     np.testing.assert_allclose(student.noise_std_, 0.3)
     df = float(student.module_["likelihood"].df.detach()[0])
     np.testing.assert_allclose(student.predict_uncertainty(X[:2]).aleatoric_std, 0.3 * np.sqrt(df / (df - 2)))
@@ -313,14 +313,14 @@ def test_sghmc_keeps_the_student_t_parameters_of_every_sample():
 def test_reproducible_picklable_and_warm_start_follows_the_noise():
     X, y = _noisy_data(60, 0)
     for noise in ("heteroscedastic", "student_t"):
-        params = {"hidden_layer_sizes": (8,), "noise": noise, "inference": "mfvi", "max_iter": 5, "random_state": 3}
+        params = {"hidden_layer_sizes": (8,), "noise": noise, "inference": MeanFieldVI(max_iter=5), "random_state": 3}
         a, b = BayesianMLPRegressor(**params).fit(X, y), BayesianMLPRegressor(**params).fit(X, y)
         np.testing.assert_array_equal(a.predict(X, return_std=True), b.predict(X, return_std=True))
         np.testing.assert_array_equal(a.sample_y(X, 3), b.sample_y(X, 3))
         c = pickle.loads(pickle.dumps(a))
         np.testing.assert_array_equal(np.asarray(c.predict_interval(X)), np.asarray(a.predict_interval(X)))
         np.testing.assert_array_equal(c.log_predictive_density(X, y), a.log_predictive_density(X, y))
-    model = BayesianMLPRegressor((8,), inference="mfvi", max_iter=3, warm_start=True, random_state=0, noise="homoscedastic").fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=3), warm_start=True, random_state=0, noise="homoscedastic").fit(X, y)
     model.set_params(noise="heteroscedastic").fit(X, y)  # a new network: two outputs per target
     assert model.module_["network"].layers[-1].out_features == 2
 
@@ -332,7 +332,7 @@ def test_module_regressor_gets_twice_the_outputs():
         def __init__(self, n_features, n_outputs):
             super().__init__(nn.Linear(n_features, 8), nn.Tanh(), nn.Linear(8, n_outputs))
 
-    model = BayesianNeuralNetRegressor(Net, noise="heteroscedastic", max_iter=3, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor(module=Net, noise="heteroscedastic", random_state=0, inference=MeanFieldVI(max_iter=3)).fit(X, y)
     assert model.predict_uncertainty(X[:3]).aleatoric_std.shape == (3,)
     with pytest.raises(ValueError, match="twice that with heteroscedastic noise"):
-        BayesianNeuralNetRegressor(Net(1, 1), noise="heteroscedastic", max_iter=1).fit(X, y)
+        BayesianMLPRegressor(module=Net(1, 1), noise="heteroscedastic", inference=MeanFieldVI(max_iter=1)).fit(X, y)

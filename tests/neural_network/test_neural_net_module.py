@@ -1,7 +1,7 @@
-"""Estimators around any torch module: BayesianNeuralNetRegressor / BayesianNeuralNetClassifier.
+"""The Bayesian MLP estimators around any torch module (``module=``, ``module_params=``).
 
-Covers the sklearn glue of the ``module__`` keyword arguments (clone,
-set_params, GridSearchCV), N-D inputs and ``input_shape``, pickling,
+Covers the sklearn glue of ``module_params`` (clone, set_params,
+GridSearchCV), N-D inputs and ``input_shape``, pickling,
 reproducibility, the errors of the methods that cannot handle a layer, and
 the networks themselves against independent computations: MC dropout's
 predictive mean by enumerating the dropout masks, its KL condition as a hand
@@ -21,7 +21,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 from torch import nn
 
-from skbayes import BayesianMLPRegressor, BayesianNeuralNetClassifier, BayesianNeuralNetRegressor
+from discovery import with_loop
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import PBP, SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam
 from skbayes.nn import MCDropoutLayer
 from skbayes.nn.networks import BayesianModuleNetwork, StackedModuleNetwork
@@ -64,70 +65,80 @@ def _images(n=30, seed=0):
 
 
 def _small(**params):
-    return {"max_iter": 5, "n_mc_predict": 10, "random_state": 0, **params}
+    return {"n_mc_predict": 10, "random_state": 0, **params}
+
+
+def _short(method):
+    """The method trained for 5 epochs without early stopping (SGHMC keeps its own schedule)."""
+    return with_loop(method, max_iter=5, early_stopping=False, n_iter_no_change=50)
 
 
 def _linear_layers(model):
     return [m for m in model.module_["network"].module.modules() if type(m) is nn.Linear]
 
 
-# ------------------------------------------------------------ module__ keyword arguments
+# ------------------------------------------------------------ module_params
 def test_grid_search_over_a_module_hyperparameter():
     X, y = _regression()
-    model = BayesianNeuralNetRegressor(MLP, inference=MCDropout(), **_small())
-    search = GridSearchCV(model, {"module__width": [4, 16]}, cv=2, error_score="raise").fit(X, y)
-    assert [p["module__width"] for p in search.cv_results_["params"]] == [4, 16]
+    model = BayesianMLPRegressor(module=MLP, inference=_short(MCDropout()), noise="homoscedastic", **_small())
+    grid = {"module_params": [{"width": 4}, {"width": 16}]}
+    search = GridSearchCV(model, grid, cv=2, error_score="raise").fit(X, y)
+    assert [p["module_params"] for p in search.cv_results_["params"]] == grid["module_params"]
     # the width reached the module: the two candidates are different networks
     scores = search.cv_results_["mean_test_score"]
     assert np.all(np.isfinite(scores)) and scores[0] != scores[1]
     best = search.best_estimator_
-    assert best.module__width == search.best_params_["module__width"]
-    assert _linear_layers(best)[0].out_features == best.module__width
-    assert not hasattr(model, "module__width")  # the estimator given to the search is untouched
+    assert _linear_layers(best)[0].out_features == best.module_params["width"]
+    assert model.module_params is None  # the estimator given to the search is untouched
 
 
-def test_clone_and_set_params_keep_the_module_arguments():
+def test_clone_and_set_params_keep_the_module_parameters():
     X, y = _regression()
-    model = BayesianNeuralNetRegressor(MLP, module__width=16, inference=MCDropout(), **_small())
-    assert model.get_params()["module__width"] == 16
-    assert "module__width=16" in repr(model)
+    model = BayesianMLPRegressor(
+        module=MLP, module_params={"width": 16}, inference=_short(MCDropout()), noise="homoscedastic", **_small()
+    )
+    assert model.get_params()["module_params"] == {"width": 16}
     copy = clone(model)
-    assert copy.module__width == 16 and copy.get_params(deep=False).keys() == model.get_params(deep=False).keys()
+    assert copy.module_params == {"width": 16}
     assert _linear_layers(copy.fit(X, y))[0].out_features == 16
-    copy.set_params(module__width=5)
-    assert copy.get_params()["module__width"] == 5
+    copy.set_params(module_params={"width": 5})
     assert _linear_layers(copy.fit(X, y))[0].out_features == 5
-    # a module__ argument set later is a parameter like the others
-    later = BayesianNeuralNetRegressor(MLP, **_small()).set_params(module__width=3)
-    assert clone(later).module__width == 3
+    assert model.module_params == {"width": 16}
 
 
-def test_an_unexpected_keyword_raises_type_error_at_fit():
+def test_unexpected_arguments_raise():
     X, y = _regression()
-    # scikit-learn's contract: __init__ and set_params store, fit validates
-    model = BayesianNeuralNetRegressor(MLP, widht=4, **_small())
-    with pytest.raises(TypeError, match="'widht'.*module__"):
-        model.fit(X, y)
-    with pytest.raises(TypeError, match="'hidden_layer_sizes'"):
-        BayesianNeuralNetClassifier(MLP, hidden_layer_sizes=(8,), **_small()).fit(X, (y > 0).astype(int))
+    # a parameter of neither the estimator nor the module: scikit-learn's TypeError at construction
+    with pytest.raises(TypeError, match="widht"):
+        BayesianMLPRegressor(module=MLP, widht=4)
     with pytest.raises(ValueError, match="Invalid parameter 'widht'"):
-        BayesianNeuralNetRegressor(MLP).set_params(widht=4)
-    # a module__ argument the factory does not take: the factory's own TypeError
+        BayesianMLPRegressor(module=MLP).set_params(widht=4)
+    # module_params must be a dict
+    with pytest.raises(ValueError, match="module_params"):
+        BayesianMLPRegressor(module=MLP, module_params=[("width", 4)], **_small()).fit(X, y)
+    # a module parameter the factory does not take: the factory's own TypeError, at fit
+    model = BayesianMLPRegressor(
+        module=MLP, module_params={"depth": 2}, inference=_short(MeanFieldVI()), noise="homoscedastic", **_small()
+    )
     with pytest.raises(TypeError, match="depth"):
-        BayesianNeuralNetRegressor(MLP, module__depth=2, **_small()).fit(X, y)
+        model.fit(X, y)
 
 
-def test_module_arguments_with_an_instance_raise_type_error():
+def test_module_parameters_with_an_instance_raise_type_error():
     X, y = _regression()
-    with pytest.raises(TypeError, match="module__ arguments.*class or factory"):
-        BayesianNeuralNetRegressor(MLP(3, 1), module__width=4, **_small()).fit(X, y)
+    model = BayesianMLPRegressor(
+        module=MLP(3, 1), module_params={"width": 4}, inference=_short(MeanFieldVI()), noise="homoscedastic",
+        **_small(),
+    )
+    with pytest.raises(TypeError, match="class or factory"):
+        model.fit(X, y)
 
 
 def test_an_instance_is_copied_and_reinitialised_per_member():
     X, y = _regression()
     module = MLP(3, 1)
     before = {k: v.clone() for k, v in module.state_dict().items()}
-    model = BayesianNeuralNetRegressor(module, inference=DeepEnsemble(n_estimators=3), **_small()).fit(X, y)
+    model = BayesianMLPRegressor(module=module, inference=_short(DeepEnsemble(n_estimators=3)), **_small(), noise="homoscedastic").fit(X, y)
     for name, value in module.state_dict().items():  # the user's module is untouched
         torch.testing.assert_close(value, before[name])
     weights = model.module_["network"].stacked[0]
@@ -140,7 +151,7 @@ def test_an_instance_is_copied_and_reinitialised_per_member():
 )
 def test_a_fitted_convolutional_model_pickles(method):
     X, y = _images()
-    model = BayesianNeuralNetRegressor(ConvNet, inference=method, **_small()).fit(X, y)
+    model = BayesianMLPRegressor(module=ConvNet, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
     restored = pickle.loads(pickle.dumps(model))
     for a, b in zip(model.predict(X, return_std=True), restored.predict(X, return_std=True)):
         np.testing.assert_array_equal(a, b)
@@ -152,7 +163,7 @@ def test_a_fitted_convolutional_model_pickles(method):
 def test_a_fitted_convolutional_classifier_pickles():
     X, y = _images()
     labels = (y > np.median(y)).astype(int)
-    model = BayesianNeuralNetClassifier(ConvNet, inference=MCDropout(dropout_rate=0.1), **_small()).fit(X, labels)
+    model = BayesianMLPClassifier(module=ConvNet, inference=_short(MCDropout(dropout_rate=0.1)), **_small(), prior_scale=1.0).fit(X, labels)
     restored = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(model.predict_proba(X), restored.predict_proba(X))
 
@@ -164,17 +175,17 @@ def test_a_fitted_convolutional_classifier_pickles():
 def test_random_state_fixes_the_predictions_and_the_global_rng_is_untouched(method):
     X, y = _regression()
     state = torch.get_rng_state()
-    first = BayesianNeuralNetRegressor(MLP, inference=method, **_small()).fit(X, y)
+    first = BayesianMLPRegressor(module=MLP, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
     mean, std = first.predict(X, return_std=True)
     first.sample_y(X, n_samples=2)
     assert torch.equal(torch.get_rng_state(), state)
     # the result does not depend on the global seed either
     torch.manual_seed(12345)
-    second = BayesianNeuralNetRegressor(MLP, inference=method, **_small()).fit(X, y)
+    second = BayesianMLPRegressor(module=MLP, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
     np.testing.assert_array_equal(second.predict(X), mean)
     np.testing.assert_array_equal(second.predict(X, return_std=True)[1], std)
     assert first.loss_curve_ == second.loss_curve_
-    other = BayesianNeuralNetRegressor(MLP, inference=method, **_small(random_state=1)).fit(X, y)
+    other = BayesianMLPRegressor(module=MLP, inference=_short(method), **_small(random_state=1), noise="homoscedastic").fit(X, y)
     assert not np.array_equal(other.predict(X), mean)
 
 
@@ -182,7 +193,7 @@ def test_an_instance_module_leaves_the_global_rng_untouched():
     X, y = _regression()
     module = MLP(3, 1)
     state = torch.get_rng_state()
-    BayesianNeuralNetRegressor(module, inference=DeepEnsemble(n_estimators=2), **_small()).fit(X, y)
+    BayesianMLPRegressor(module=module, inference=_short(DeepEnsemble(n_estimators=2)), **_small(), noise="homoscedastic").fit(X, y)
     assert torch.equal(torch.get_rng_state(), state)
 
 
@@ -193,8 +204,8 @@ def test_an_instance_module_leaves_the_global_rng_untouched():
 def test_nd_input_equals_flattened_rows_with_input_shape(method):
     X, y = _images()
     rows = X.reshape(len(X), -1)
-    images = BayesianNeuralNetRegressor(ConvNet, inference=method, **_small()).fit(X, y)
-    flat = BayesianNeuralNetRegressor(ConvNet, inference=method, input_shape=(1, 8, 8), **_small()).fit(rows, y)
+    images = BayesianMLPRegressor(module=ConvNet, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
+    flat = BayesianMLPRegressor(module=ConvNet, inference=_short(method), input_shape=(1, 8, 8), **_small(), noise="homoscedastic").fit(rows, y)
     assert images.input_shape_ == flat.input_shape_ == (1, 8, 8)
     assert images.n_features_in_ == 64
     expected = flat.predict(rows, return_std=True)
@@ -210,9 +221,9 @@ def test_nd_input_equals_flattened_rows_with_input_shape(method):
 def test_nd_input_of_the_classifier():
     X, y = _images()
     labels = (y > np.median(y)).astype(int)
-    images = BayesianNeuralNetClassifier(ConvNet, inference=MCDropout(dropout_rate=0.1), **_small()).fit(X, labels)
-    flat = BayesianNeuralNetClassifier(
-        ConvNet, inference=MCDropout(dropout_rate=0.1), input_shape=(1, 8, 8), **_small()
+    images = BayesianMLPClassifier(module=ConvNet, inference=_short(MCDropout(dropout_rate=0.1)), **_small(), prior_scale=1.0).fit(X, labels)
+    flat = BayesianMLPClassifier(
+        module=ConvNet, inference=_short(MCDropout(dropout_rate=0.1)), input_shape=(1, 8, 8), **_small(), prior_scale=1.0
     ).fit(X.reshape(len(X), -1), labels)
     np.testing.assert_array_equal(images.predict_proba(X), flat.predict_proba(X.reshape(len(X), -1)))
     np.testing.assert_array_equal(images.predict(X), flat.predict(X))
@@ -221,19 +232,19 @@ def test_nd_input_of_the_classifier():
 def test_wrong_shapes_raise_value_error():
     X, y = _images()
     with pytest.raises(NotFittedError):
-        BayesianNeuralNetRegressor(ConvNet).predict(X)
-    model = BayesianNeuralNetRegressor(ConvNet, inference=MCDropout(), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=ConvNet, inference=MeanFieldVI(), noise="homoscedastic").predict(X)
+    model = BayesianMLPRegressor(module=ConvNet, inference=_short(MCDropout()), **_small(), noise="homoscedastic").fit(X, y)
     with pytest.raises(ValueError, match=r"shape \(1, 4, 16\).*\(1, 8, 8\)"):
         model.predict(X.reshape(len(X), 1, 4, 16))
     with pytest.raises(ValueError, match="features"):
         model.predict(X.reshape(len(X), -1)[:, :60])
     rows = X.reshape(len(X), -1)
     with pytest.raises(ValueError, match=r"input_shape \(1, 7, 7\) holds 49 values, but X has 64 features"):
-        BayesianNeuralNetRegressor(ConvNet, input_shape=(1, 7, 7), **_small()).fit(rows, y)
+        BayesianMLPRegressor(module=ConvNet, input_shape=(1, 7, 7), **_small(), inference=_short(MeanFieldVI()), noise="homoscedastic").fit(rows, y)
     with pytest.raises(ValueError, match="input_shape"):
-        BayesianNeuralNetRegressor(ConvNet, input_shape=(1, 4, 16), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=ConvNet, input_shape=(1, 4, 16), **_small(), inference=_short(MeanFieldVI()), noise="homoscedastic").fit(X, y)
     # fitted on plain rows: images are refused
-    plain = BayesianNeuralNetRegressor(MLP, **_small()).fit(rows, y)
+    plain = BayesianMLPRegressor(module=MLP, **_small(), inference=_short(MeanFieldVI()), noise="homoscedastic").fit(rows, y)
     with pytest.raises(ValueError, match=r"fitted on inputs of shape \(64,\)"):
         plain.predict(X)
 
@@ -263,41 +274,41 @@ class _Embedded(nn.Module):
 def test_mean_field_names_the_layers_it_cannot_handle(module, layer):
     X, y = _regression()
     with pytest.raises(ValueError, match=f"MeanFieldVI cannot make these layers Bayesian: {layer}"):
-        BayesianNeuralNetRegressor(module, inference=MeanFieldVI(), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=module, inference=_short(MeanFieldVI()), **_small(), noise="homoscedastic").fit(X, y)
 
 
 @pytest.mark.parametrize("method", [PBP(), Vadam()], ids=lambda m: type(m).__name__)
 def test_methods_without_a_module_form_refuse_one(method):
     X, y = _regression()
     with pytest.raises(ValueError, match=f"{type(method).__name__} works on the MLP only.*MCDropout"):
-        BayesianNeuralNetRegressor(MLP, inference=method, **_small()).fit(X, y)
+        BayesianMLPRegressor(module=MLP, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
 
 
 def test_sghmc_samples_a_module_but_not_with_a_functional_prior():
     X, y = _regression()
-    model = BayesianNeuralNetRegressor(MLP, inference=SGHMC(burn_in=6, thinning=2, n_kept_samples=3), **_small())
+    model = BayesianMLPRegressor(module=MLP, inference=_short(SGHMC(burn_in=6, thinning=2, n_kept_samples=3)), **_small(), noise="homoscedastic")
     model.fit(X, y)
     assert model.module_["network"].n_members == 2 * 3  # chains x kept samples
     _, std = model.predict(X, return_std=True)
     assert np.all(std > 0)
     prior = GPInducedPrior(n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=2)
     with pytest.raises(ValueError, match="prior=None"):
-        BayesianNeuralNetRegressor(MLP, inference=SGHMC(prior=prior), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=MLP, inference=_short(SGHMC(prior=prior)), **_small(), noise="homoscedastic").fit(X, y)
 
 
 def test_other_unsupported_settings_raise():
     X, y = _regression()
     with pytest.raises(ValueError, match="init='xavier'.*init='default' or init='iblm'"):
-        BayesianNeuralNetRegressor(MLP, inference=MeanFieldVI(init="xavier"), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=MLP, inference=_short(MeanFieldVI(init="xavier")), **_small(), noise="homoscedastic").fit(X, y)
     images, target = _images()
 
     def dropout2d(n_outputs):
         return nn.Sequential(nn.Conv2d(1, 2, 3), nn.Dropout2d(0.2), nn.Flatten(), nn.Linear(72, n_outputs))
 
     with pytest.raises(ValueError, match="handles torch.nn.Dropout only.*Dropout2d"):
-        BayesianNeuralNetRegressor(dropout2d, inference=MCDropout(), **_small()).fit(images, target)
+        BayesianMLPRegressor(module=dropout2d, inference=_short(MCDropout()), **_small(), noise="homoscedastic").fit(images, target)
     with pytest.raises(TypeError, match="must build a torch.nn.Module"):
-        BayesianNeuralNetRegressor(lambda n_features, n_outputs: "not a module", **_small()).fit(X, y)
+        BayesianMLPRegressor(module=lambda n_features, n_outputs: "not a module", **_small(), inference=_short(MeanFieldVI()), noise="homoscedastic").fit(X, y)
 
 
 # ---------------------------------------------- MC dropout: the mixture over masks
@@ -448,7 +459,7 @@ def test_placement_of_mc_dropout_in_a_convolutional_network():
 
 def test_mc_dropout_placement_existing_without_dropout_is_deterministic():
     X, y = _regression()
-    model = BayesianNeuralNetRegressor(MLP, inference=MCDropout(placement="existing"), **_small()).fit(X, y)
+    model = BayesianMLPRegressor(module=MLP, inference=_short(MCDropout(placement="existing")), **_small(), noise="homoscedastic").fit(X, y)
     assert not any(isinstance(m, MCDropoutLayer) for m in model.module_.modules())
     _, std = model.predict(X, return_std=True)
     np.testing.assert_allclose(std, model.noise_std_[0], rtol=1e-12)
@@ -576,8 +587,8 @@ def _relu_net(n_features, n_outputs, width=64, depth=1, dropout=False):
     [
         # dropout on the hidden units only: dropping the one input of a 1-D
         # problem would make the prediction at x that at 0
-        (MCDropout(dropout_rate=0.02, placement="existing"), {"module__dropout": True}),
-        (DeepEnsemble(n_estimators=5), {"module__depth": 2}),
+        (MCDropout(dropout_rate=0.02, placement="existing", max_iter=300), {"dropout": True}),
+        (DeepEnsemble(n_estimators=5, max_iter=200), {"depth": 2}),
     ],
     ids=["MCDropout", "DeepEnsemble"],
 )
@@ -589,10 +600,10 @@ def test_gap_regression_recovers_the_noise_and_is_unsure_away_from_the_data(meth
     # agree; MC dropout's std there is below that on the data, the
     # "in-between" failure of Foong et al. 2019).
     X, y = _gap_data()
-    model = BayesianNeuralNetRegressor(
-        _relu_net, inference=method, learning_rate_init=1e-2, batch_size=50, max_iter=300 if "module__dropout"
-        in module_params else 200, tol=0.0, n_iter_no_change=10**4, n_mc_predict=200, random_state=0,
-        **module_params,
+    method = clone(method).set_params(learning_rate_init=1e-2, tol=0.0, n_iter_no_change=10**4)
+    model = BayesianMLPRegressor(
+        module=_relu_net, module_params=module_params, inference=method, noise="homoscedastic", batch_size=50,
+        n_mc_predict=200, random_state=0,
     ).fit(X, y)
     assert abs(model.noise_std_[0] - 0.1) < 0.3 * 0.1
     rmse = np.sqrt(np.mean((model.predict(X) - np.sin(X[:, 0])) ** 2))
@@ -615,9 +626,9 @@ class _ThreeOutputs(nn.Sequential):
 def test_a_module_with_the_wrong_number_of_outputs_is_refused(method):
     X, y = _regression()
     with pytest.raises(ValueError, match="returns 3 values per input.*n_outputs=1"):
-        BayesianNeuralNetRegressor(_ThreeOutputs, inference=method, **_small()).fit(X, y)
+        BayesianMLPRegressor(module=_ThreeOutputs, inference=_short(method), **_small(), noise="homoscedastic").fit(X, y)
     with pytest.raises(ValueError, match="returns 3 values per input.*n_outputs=2"):
-        BayesianNeuralNetClassifier(_ThreeOutputs, inference=method, **_small()).fit(X, (y > 0).astype(int))
+        BayesianMLPClassifier(module=_ThreeOutputs, inference=_short(method), **_small(), prior_scale=1.0).fit(X, (y > 0).astype(int))
 
 
 class _TwoLayerLSTM(nn.Module):
@@ -637,19 +648,19 @@ def test_conversions_and_fits_leave_the_global_generator_alone():
     to_mc_dropout(recurrent, 0.1, placement="all")
     to_mc_dropout(embedded, 0.1, placement="all")
     X, y = _regression()
-    BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=DeepEnsemble(n_estimators=2),
-                               **_small()).fit(X, y).predict(X)
+    BayesianMLPRegressor(module=_TwoLayerLSTM, inference=_short(DeepEnsemble(n_estimators=2)),
+                               **_small(), module_params={"dropout": 0.5}, noise="homoscedastic").fit(X, y).predict(X)
     assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_torch_inter_layer_rnn_dropout_is_refused_or_removed():
     X, y = _regression()
     with pytest.raises(ValueError, match="dropout=0.5 between its layers"):
-        BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=MCDropout(placement="dense"),
-                                   **_small()).fit(X, y)
+        BayesianMLPRegressor(module=_TwoLayerLSTM, inference=_short(MCDropout(placement="dense")),
+                                   **_small(), module_params={"dropout": 0.5}, noise="homoscedastic").fit(X, y)
     # an ensemble's members are deterministic: the same predictions whatever the global seed
-    model = BayesianNeuralNetRegressor(_TwoLayerLSTM, module__dropout=0.5, inference=DeepEnsemble(n_estimators=2),
-                                       **_small())
+    model = BayesianMLPRegressor(module=_TwoLayerLSTM, inference=_short(DeepEnsemble(n_estimators=2)),
+                                       **_small(), module_params={"dropout": 0.5}, noise="homoscedastic")
     torch.manual_seed(1)
     first = model.fit(X, y).predict(X)
     torch.manual_seed(2)
@@ -658,14 +669,14 @@ def test_torch_inter_layer_rnn_dropout_is_refused_or_removed():
 
 def test_warm_start_continues_only_the_same_network():
     X, y = _regression()
-    model = BayesianNeuralNetRegressor(MLP, inference=MCDropout(), warm_start=True, **_small()).fit(X, y)
+    model = BayesianMLPRegressor(module=MLP, inference=_short(MCDropout()), warm_start=True, **_small(), noise="homoscedastic").fit(X, y)
     network = model.module_["network"]
     model.fit(X, y)
     assert model.module_["network"] is network  # continued
-    model.set_params(module__width=5).fit(X, y)
+    model.set_params(module_params={"width": 5}).fit(X, y)
     assert model.module_["network"] is not network  # rebuilt: another architecture
     network = model.module_["network"]
-    model.set_params(inference=MCDropout(placement="existing")).fit(X, y)
+    model.set_params(inference=_short(MCDropout(placement="existing"))).fit(X, y)
     assert model.module_["network"] is not network
 
 
@@ -682,7 +693,7 @@ def test_early_stopping_scores_the_module_in_evaluation_mode():
             super().__init__(nn.Linear(n_features, n_outputs), Probe())
 
     X, y = _regression(n=60)
-    model = BayesianNeuralNetRegressor(Net, inference=MCDropout(), early_stopping=True, **_small(max_iter=3))
+    model = BayesianMLPRegressor(module=Net, inference=MCDropout(early_stopping=True, max_iter=3), **_small(), noise="homoscedastic")
     model.fit(X, y)
     # training passes, then the validation passes of each epoch (n_mc_predict draws, in evaluation mode)
     assert True in seen and False in seen
@@ -726,4 +737,4 @@ def test_an_instance_with_layers_that_cannot_be_reset_warns():
     X, y = _regression()
     instance = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1), _Scale())
     with pytest.warns(UserWarning, match="without reset_parameters \\(_Scale\\)"):
-        BayesianNeuralNetRegressor(instance, inference=DeepEnsemble(n_estimators=2), **_small()).fit(X, y)
+        BayesianMLPRegressor(module=instance, inference=_short(DeepEnsemble(n_estimators=2)), **_small(), noise="homoscedastic").fit(X, y)

@@ -6,7 +6,7 @@ import torch
 from _exact_blr import exact_blr_posterior, make_blr_data
 from torch import nn
 
-from skbayes import BayesianNeuralNetClassifier, BayesianNeuralNetRegressor
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import MeanFieldVI
 from skbayes.nn import MeanFieldConv2d, iblm_init_module
 from skbayes.nn.networks import BayesianModuleNetwork
@@ -49,9 +49,9 @@ def test_a_single_linear_layer_gets_the_exact_posterior():
 
 def test_iblm_of_a_module_through_the_estimator_before_training():
     X, y, _ = make_blr_data(n_samples=80, n_features=2, noise_std=0.3, random_state=3)
-    model = BayesianNeuralNetRegressor(
-        lambda n_features, n_outputs: nn.Linear(n_features, n_outputs), inference=MeanFieldVI(init="iblm"),
-        noise_std=0.3, normalize_y=False, learning_rate_init=1e-12, max_iter=1, random_state=0, dtype="float64",
+    model = BayesianMLPRegressor(
+        module=lambda n_features, n_outputs: nn.Linear(n_features, n_outputs), inference=MeanFieldVI(init="iblm", learning_rate_init=1e-12, max_iter=1),
+        noise_std=0.3, normalize_y=False, random_state=0, dtype="float64", noise="homoscedastic"
     ).fit(X, y)
     mean, _ = exact_blr_posterior(X, y, 1.0, 0.3)
     np.testing.assert_allclose(model.module_["network"].module.layer.mu.detach().numpy()[:, 0], mean, atol=1e-6)
@@ -187,9 +187,9 @@ def test_iblm_cnn_classifier_fits_and_is_reproducible():
     X, y = _classes(60)
 
     def fit():
-        return BayesianNeuralNetClassifier(
-            TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="iblm"), max_iter=2, n_mc_predict=5,
-            random_state=0,
+        return BayesianMLPClassifier(
+            module=TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="iblm", max_iter=2, early_stopping=False, n_iter_no_change=50), n_mc_predict=5,
+            random_state=0, prior_scale=1.0
         ).fit(X.reshape(len(X), -1), y)
 
     a, b = fit(), fit()
@@ -207,5 +207,4 @@ def test_grouped_convolutions_and_other_initialisations_are_refused():
         _init(network, X, torch.zeros(10, 2, dtype=torch.float64), torch.tensor([1.0, 1.0]))
     images, target = _classes(20)
     with pytest.raises(ValueError, match="init='lsuv'.*init='default' or init='iblm'"):
-        BayesianNeuralNetClassifier(TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="lsuv"),
-                                    max_iter=1).fit(images.reshape(20, -1), target)
+        BayesianMLPClassifier(module=TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="lsuv", max_iter=1, early_stopping=False, n_iter_no_change=50), prior_scale=1.0).fit(images.reshape(20, -1), target)

@@ -84,7 +84,7 @@ def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="m
         if isinstance(factory, nn.Module):
             if kwargs:
                 raise TypeError(
-                    f"{name} is an instance of {type(factory).__name__}; {name}__ arguments "
+                    f"{name} is an instance of {type(factory).__name__}; {name}_params "
                     f"({sorted(kwargs)}) need a class or factory."
                 )
             module = copy.deepcopy(factory)
