@@ -279,6 +279,7 @@ def fit_loop(
     validation_score_fn=None,
     module=None,
     callbacks=(),
+    user_callbacks=(),
     verbose=False,
     estimator_name="estimator",
 ):
@@ -328,13 +329,12 @@ def fit_loop(
     module : torch.nn.Module, optional
         The module whose state is restored when early stopping.
     callbacks : sequence of Callback, default=()
-        The inference method's callbacks and the user's, in that order; the
-        validation score and the stopping rule run between the two groups
-        (callbacks before the first :class:`ValidationScore` or
-        :class:`EarlyStopping` they contain are the method's). Pass the
-        method's as ``callbacks`` and the user's after a ``None`` separator:
-        ``[*method_callbacks, None, *user_callbacks]``; without a separator
-        all are the method's.
+        The model's own callbacks (the inference method's: KL warm-up, kept
+        samples...), run before the validation score and the stopping rule.
+    user_callbacks : sequence of Callback, default=()
+        The user's callbacks (the estimator's ``callbacks``), run after them,
+        so that they see this epoch's validation score and stopping
+        decision.
     verbose : bool, default=False
         Show a tqdm progress bar over epochs with the current loss.
     estimator_name : str
@@ -358,15 +358,12 @@ def fit_loop(
         If training was interrupted with Ctrl-C (the model keeps its current
         parameters and stays usable).
     """
-    callbacks = list(callbacks)
-    split = callbacks.index(None) if None in callbacks else len(callbacks)
-    method_callbacks, user_callbacks = callbacks[:split], callbacks[split + 1 :]
     loop_callbacks = []
     if validation_score_fn is not None:
         loop_callbacks.append(ValidationScore(validation_score_fn))
     if n_iter_no_change is not None:
         loop_callbacks.append(EarlyStopping(n_iter_no_change, tol, min_epochs=min_iter))
-    callbacks = [*method_callbacks, *loop_callbacks, *user_callbacks]
+    callbacks = [*callbacks, *loop_callbacks, *user_callbacks]
 
     n_batches = -(-n_samples // batch_size)
     state = TrainingState(module=module, optimizer=optimizer, n_batches=n_batches)

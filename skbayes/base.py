@@ -205,7 +205,7 @@ class TorchEstimatorMixin:
             loop["max_iter"], max_steps = self._auto_budget()
             loop.setdefault("max_steps", max_steps)
         user_callbacks = list(getattr(self, "callbacks", None) or ())
-        return fit_loop(loss_fn, optimizer, n_samples, callbacks=[*callbacks, None, *user_callbacks], **loop)
+        return fit_loop(loss_fn, optimizer, n_samples, callbacks=callbacks, user_callbacks=user_callbacks, **loop)
 
     def _loop_settings(self):
         """The stopping settings of the loop: ``max_iter``, ``tol`` and ``n_iter_no_change``.
