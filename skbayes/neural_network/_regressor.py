@@ -503,19 +503,16 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def _predictive_quantiles(self, X, levels):
         """The quantiles of :meth:`predict_quantiles` and :meth:`predict_interval`.
 
-        With ``noise="homoscedastic"``: those of the Gaussian with the
-        predictive mean and standard deviation of :meth:`predict`. With the
-        other noise models the predictive mixture is far from Gaussian (noise
-        levels that vary across the draws, heavy tails), so they are the
-        exact quantiles of the Monte-Carlo mixture (1/T) sum_t p(y | f_t(x))
-        over the ``n_mc_predict`` draws (all members for ``DeepEnsemble`` and
-        ``SGHMC``), found by Newton's method safeguarded by bisection on the
-        mixture's CDF (``skbayes._predictive.mixture_quantile``), per output.
+        The exact quantiles of the Monte-Carlo mixture (1/T) sum_t p(y |
+        f_t(x)) over the ``n_mc_predict`` draws (all members for
+        ``DeepEnsemble`` and ``SGHMC``), for every noise model, found by
+        Newton's method safeguarded by bisection on the mixture's CDF
+        (``skbayes._predictive.mixture_quantile``), per output: the same
+        mixture whose moments :meth:`predict` gives and whose density
+        :meth:`log_predictive_density` scores.
         """
         check_is_fitted(self)
         likelihood = self.module_["likelihood"]
-        if isinstance(likelihood, GaussianLikelihood):
-            return super()._predictive_quantiles(X, levels)
         X = self._validate_X_predict(X)
 
         def quantiles(f, rows):
