@@ -24,6 +24,7 @@ from skbayes import BayesianMLPRegressor
 from skbayes._param_validation import Interval
 from skbayes.callbacks import Callback
 from skbayes.inference import InferenceMethod, Training
+from skbayes.inference._base import ADAM_CONSTRAINTS, adam
 from skbayes.nn import StackedMLP, negative_elbo
 
 
@@ -47,17 +48,25 @@ class SnapshotEnsemble(InferenceMethod):
         Epochs (after the burn-in) whose weights are kept.
     burn_in : int, default=100
         Epochs before the first snapshot.
+    learning_rate_init : float, default=3e-3
+        Step size of Adam.
+    beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
+        Decay rates of Adam's moment estimates.
     """
 
     _parameter_constraints = {
+        **ADAM_CONSTRAINTS,  # learning_rate_init, beta_1, beta_2, validated like the built-in methods'
         "n_snapshots": [Interval(Integral, 1, None, closed="left")],
         "burn_in": [Interval(Integral, 0, None, closed="left")],
     }
     supports_early_stopping = False  # the schedule is fixed
 
-    def __init__(self, n_snapshots=5, burn_in=100):
+    def __init__(self, n_snapshots=5, burn_in=100, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999):
         self.n_snapshots = n_snapshots
         self.burn_in = burn_in
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         # One member now; finish() replaces it by the snapshots.
@@ -80,8 +89,9 @@ class SnapshotEnsemble(InferenceMethod):
             )
             return {"n_snapshots": len(keep.snapshots)}
 
+        # A fixed schedule: the method has no max_iter / n_iter_no_change parameters, so its loop says it.
         loop = {"max_iter": self.burn_in + self.n_snapshots, "n_iter_no_change": None}
-        optimizer = torch.optim.Adam(module.parameters(), lr=settings.learning_rate_init, betas=settings.betas)
+        optimizer = adam(module.parameters(), self)  # Adam with this method's learning_rate_init, beta_1, beta_2
         return Training(loss_fn, optimizer, callbacks=[keep], loop=loop, finish=finish)
 
 

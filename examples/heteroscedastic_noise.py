@@ -59,8 +59,9 @@ def main(argv=None):
     X, y = noisy_data(800, 0)
     X_test, y_test = noisy_data(4000, 1)
     bins = np.minimum((X_test[:, 0] * N_BINS).astype(int), N_BINS - 1)
-    params = {"hidden_layer_sizes": (32,), "inference": DeepEnsemble(n_estimators=2), "max_iter": 200,
-              "batch_size": 200, "learning_rate_init": 0.02, "random_state": 0}
+    params = {"hidden_layer_sizes": (32,),
+              "inference": DeepEnsemble(n_estimators=2, max_iter=200, learning_rate_init=0.02),
+              "batch_size": 200, "random_state": 0}
     header = (["noise"] + [f"95% coverage, x in [{b / N_BINS:.1f}, {(b + 1) / N_BINS:.1f})" for b in range(N_BINS)]
               + [f"aleatoric std at x={x:g} (true {0.05 + 0.5 * x:.3f})" for x in GRID] + ["test LL"])
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]

@@ -46,13 +46,14 @@ X_wide, y_wide = make_data(500, wide=True)
 
 # %%
 # SGHMC runs its own fixed schedule of optimiser steps; the other three
-# get 300 epochs of minibatches of 50 rows (short budgets: the
-# ConvergenceWarnings they may raise are silenced).
+# get 300 epochs (``max_iter``, a setting of the inference method) of
+# minibatches of 50 rows (short budgets: the ConvergenceWarnings they may
+# raise are silenced).
 methods = {
     "SGHMC() (default)": ({}, SGHMC()),
-    "DeepEnsemble(n_estimators=5)": ({"max_iter": 300, "batch_size": 50}, DeepEnsemble(n_estimators=5)),
-    "MCDropout(dropout_rate=0.05)": ({"max_iter": 300, "batch_size": 50}, MCDropout(dropout_rate=0.05)),
-    "MeanFieldVI()": ({"max_iter": 300, "batch_size": 50}, MeanFieldVI()),
+    "DeepEnsemble(n_estimators=5)": ({"batch_size": 50}, DeepEnsemble(n_estimators=5, max_iter=300)),
+    "MCDropout(dropout_rate=0.05)": ({"batch_size": 50}, MCDropout(dropout_rate=0.05, max_iter=300)),
+    "MeanFieldVI()": ({"batch_size": 50}, MeanFieldVI(max_iter=300)),
 }
 
 # %%

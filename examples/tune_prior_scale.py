@@ -14,7 +14,8 @@ runs ``GridSearchCV`` over
 of the results in ``doc/uncertainty_examples_results.md``; the estimator's
 defaults are now two layers and Student-t noise, see ``doc/defaults.md``)
 with the grid ``model__prior_scale`` in ``--prior-scales`` (default 0.1 0.3
-1.0 3.0) and ``model__inference`` in ``{"mfvi", "mc_dropout"}``, 3-fold
+1.0 3.0) and ``model__inference`` in ``[MeanFieldVI(), MCDropout()]``
+(labelled ``mfvi`` and ``mc_dropout`` in the tables), 3-fold
 cross-validation (``--cv``) on the training rows, twice:
 
 * ``scoring=skbayes.metrics.get_scorer("neg_gaussian_nll")``, the negative
@@ -48,7 +49,9 @@ How to run
 
 With the defaults on concrete (8 grid points x 3 folds x 2 scorings = 48
 fits of 500 epochs at most, plus 2 refits) it takes about 6 minutes on one
-CPU core. ``--max-iter`` caps the epochs of every fit to make it cheaper.
+CPU core. ``--max-iter`` caps the epochs of every fit to make it cheaper
+(it sets ``max_iter`` of both inference methods, where the training loop's
+settings live).
 Use ``--threads 1`` when other processes share the cores.
 
 What it prints
@@ -83,6 +86,7 @@ from sklearn.preprocessing import StandardScaler
 import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
+from skbayes.inference import MCDropout, MeanFieldVI
 from skbayes.metrics import (
     gaussian_nll,
     get_scorer,
@@ -91,7 +95,18 @@ from skbayes.metrics import (
 )
 
 COVERAGE = 0.95
-INFERENCES = ["mfvi", "mc_dropout"]
+# The inference methods of the grid, by the label the tables show.
+INFERENCES = {"mfvi": MeanFieldVI, "mc_dropout": MCDropout}
+
+
+def label(method):
+    """The label of an inference method object of the grid."""
+    return next(name for name, cls in INFERENCES.items() if type(method) is cls)
+
+
+def labelled(params):
+    """Grid parameters with the inference object replaced by its label."""
+    return {k: label(v) if k == "model__inference" else v for k, v in params.items()}
 
 
 def parse_args(argv=None):
@@ -107,7 +122,8 @@ def parse_args(argv=None):
                         help="Grid of prior_scale values (default: 0.1 0.3 1.0 3.0).")
     parser.add_argument("--cv", type=int, default=3, help="Number of cross-validation folds (default 3).")
     parser.add_argument("--max-iter", type=int, default=None,
-                        help="max_iter (epochs) of every fit (default: the estimator's default).")
+                        help="max_iter (epochs) of every fit, a parameter of the inference methods "
+                             "(default: the methods' default).")
     parser.add_argument("--output",
                         default=str(Path(__file__).resolve().parent / "output" / "tune_prior_scale.json"),
                         help="JSON file for the results (default: examples/output/tune_prior_scale.json).")
@@ -170,10 +186,9 @@ def main(argv=None):
 
     # The settings of the published results (the estimator's defaults when they were measured).
     model_params = {"hidden_layer_sizes": (50,), "noise": "homoscedastic", "random_state": 0}
-    if args.max_iter is not None:
-        model_params["max_iter"] = args.max_iter
+    loop = {} if args.max_iter is None else {"max_iter": args.max_iter}  # the inference methods' setting
     pipe = Pipeline([("scaler", StandardScaler()), ("model", BayesianMLPRegressor(**model_params))])
-    grid = {"model__prior_scale": args.prior_scales, "model__inference": INFERENCES}
+    grid = {"model__prior_scale": args.prior_scales, "model__inference": [cls(**loop) for cls in INFERENCES.values()]}
     cv = KFold(n_splits=args.cv, shuffle=True, random_state=0)  # the same folds for both searches
     scorings = {"neg_gaussian_nll": get_scorer("neg_gaussian_nll"), "r2": "r2"}
 
@@ -188,13 +203,13 @@ def main(argv=None):
         n_convergence_warnings[name] = sum(issubclass(w.category, ConvergenceWarning) for w in caught)
         searches[name] = (search, elapsed)
         print(f"  GridSearchCV(scoring={name!r}): {len(search.cv_results_['params'])} grid points x "
-              f"{args.cv} folds + refit in {elapsed:.0f} s; best {search.best_params_}", flush=True)
+              f"{args.cv} folds + refit in {elapsed:.0f} s; best {labelled(search.best_params_)}", flush=True)
 
     # Cross-validation table, one row per grid point, both scorings side by side.
     cv_rows = []
     ref = searches["neg_gaussian_nll"][0].cv_results_
     for i, params in enumerate(ref["params"]):
-        row = {"inference": params["model__inference"], "prior_scale": params["model__prior_scale"]}
+        row = {"inference": label(params["model__inference"]), "prior_scale": params["model__prior_scale"]}
         for name, (search, _) in searches.items():
             res = search.cv_results_
             j = res["params"].index(params)
@@ -216,7 +231,7 @@ def main(argv=None):
     selected = {}
     for name, (search, elapsed) in searches.items():
         selected[name] = {
-            "best_params": {k.removeprefix("model__"): v for k, v in search.best_params_.items()},
+            "best_params": {k.removeprefix("model__"): v for k, v in labelled(search.best_params_).items()},
             "best_cv_score": float(search.best_score_),
             "search_time_s": elapsed,
             "n_convergence_warnings": n_convergence_warnings[name],
@@ -247,7 +262,7 @@ def main(argv=None):
         "split": args.split,
         "n_train": len(y_train),
         "n_test": len(y_test),
-        "grid": {"prior_scale": args.prior_scales, "inference": INFERENCES},
+        "grid": {"prior_scale": args.prior_scales, "inference": list(INFERENCES), **loop},
         "cv": {"n_splits": args.cv, "shuffle": True, "random_state": 0},
         "estimator_params": {k: v for k, v in pipe[-1].get_params().items() if not callable(v)},
         "cv_results": cv_rows,

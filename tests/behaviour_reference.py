@@ -182,6 +182,9 @@ def _method(method, method_params, params, cls):
     import skbayes.inference
 
     method_cls = getattr(skbayes.inference, _NEW_METHODS[method])
+    if "n_weight_draws" in method_params and not _has_param(method_cls, "n_weight_draws"):
+        method_params = {**method_params}
+        method_params["n_mc_train"] = method_params.pop("n_weight_draws")  # renamed: one name for the training draws
     if not _has_param(cls, "max_iter"):
         method_params = {**method_params}
         for key in _LOOP_SETTINGS:

@@ -38,8 +38,8 @@ METHOD_SETTINGS = {
     ],
     "DeepEnsemble": [{"n_estimators": 3}],
     "WHVI": [{"n_flows": 1}],
-    "BayesByHypernet": [{"generator_hidden_sizes": (8,), "n_weight_draws": 2, "n_prior_draws": 2}],
-    "BayesByGAN": [{"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,), "n_weight_draws": 2,
+    "BayesByHypernet": [{"generator_hidden_sizes": (8,), "n_mc_train": 2, "n_prior_draws": 2}],
+    "BayesByGAN": [{"generator_hidden_sizes": (8,), "discriminator_hidden_sizes": (8,), "n_mc_train": 2,
                     "n_prior_draws": 2}],
     "MNF": [{"hidden_size": 8}],
 }

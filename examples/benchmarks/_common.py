@@ -402,7 +402,8 @@ def bnn_methods(epochs, *, task="regression", quick=False):
     ----------
     epochs : int
         Training budget in epochs. The gradient-trained methods run exactly
-        this many (the stopping rule is switched off); SGHMC's schedule
+        this many (the stopping rule is switched off: both are the
+        methods' own settings); SGHMC's schedule
         (:func:`sghmc_schedule`) fills it; PBP runs ``min(epochs, 40)``
         passes (the paper's 40; more passes count the data again).
     task : {"regression", "classification"}, default="regression"
@@ -416,7 +417,8 @@ def bnn_methods(epochs, *, task="regression", quick=False):
     -------
     methods : dict
         ``{name: (inference object, estimator keyword arguments)}``, in a
-        fixed order (MeanFieldVI first: the reference of the epoch costs).
+        fixed order (MeanFieldVI first: the reference of the epoch costs);
+        the keyword arguments are empty (the budget is the method's).
         Pass both to ``BayesianMLPRegressor`` / ``BayesianMLPClassifier``:
         ``Estimator(inference=method, **kwargs, ...)``.
     """
@@ -425,23 +427,23 @@ def bnn_methods(epochs, *, task="regression", quick=False):
     fixed = {"max_iter": epochs, "n_iter_no_change": 10**9}
     n_kept = 5 if quick else 20
     methods = {
-        "MeanFieldVI": (MeanFieldVI(), fixed),
-        "MCDropout": (MCDropout(), fixed),
-        "Vadam": (Vadam(), fixed),
+        "MeanFieldVI": (MeanFieldVI(**fixed), {}),
+        "MCDropout": (MCDropout(**fixed), {}),
+        "Vadam": (Vadam(**fixed), {}),
         "SGHMC": (SGHMC(n_chains=2, **sghmc_schedule(epochs, n_kept)), {}),
-        "DeepEnsemble": (DeepEnsemble(n_estimators=3 if quick else 5), fixed),
-        "PBP": (PBP(), {"max_iter": min(epochs, 40), "n_iter_no_change": 10**9}),
+        "DeepEnsemble": (DeepEnsemble(n_estimators=3 if quick else 5, **fixed), {}),
+        "PBP": (PBP(max_iter=min(epochs, 40), n_iter_no_change=10**9), {}),
     }
     # ---- Issue 12's methods: one line each; they join every BNN benchmark once they exist. ----
     # Give them their default settings here; change a line if a method needs its own budget.
     if WHVI is not None:
-        methods["WHVI"] = (WHVI(), fixed)
+        methods["WHVI"] = (WHVI(**fixed), {})
     if MNF is not None:
-        methods["MNF"] = (MNF(), fixed)
+        methods["MNF"] = (MNF(**fixed), {})
     if BayesByHypernet is not None:
-        methods["BayesByHypernet"] = (BayesByHypernet(), fixed)
+        methods["BayesByHypernet"] = (BayesByHypernet(**fixed), {})
     if BayesByGAN is not None:
-        methods["BayesByGAN"] = (BayesByGAN(), fixed)
+        methods["BayesByGAN"] = (BayesByGAN(**fixed), {})
     if GPInducedPrior is not None:  # the GP-induced prior (Tran et al. 2022) sampled by SGHMC
         methods["SGHMC+GPInducedPrior"] = (
             SGHMC(n_chains=2, prior=GPInducedPrior(), **sghmc_schedule(epochs, n_kept)), {})

@@ -22,7 +22,7 @@ training period, which is known at forecast time). The level forecast is
 c_{t-1} + the predicted difference, with the difference's predictive standard
 deviation: errors and intervals are the same for levels and differences.
 
-Methods, all ``BayesianNeuralNetRegressor`` with one LSTM layer of
+Methods, all ``BayesianMLPRegressor(module=...)`` with one LSTM layer of
 ``--hidden`` units whose last output goes to a linear head, learned
 homoscedastic noise, the same number of epochs (no early stopping), fitted
 with ``random_state`` = 0, 1, ..., ``--seeds`` - 1:
@@ -96,7 +96,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from torch import nn
 
-from skbayes import BayesianNeuralNetRegressor
+from skbayes import BayesianMLPRegressor
 from skbayes.inference import DeepEnsemble, MCDropout
 from skbayes.metrics import crps_gaussian, gaussian_nll, interval_coverage, mean_interval_width
 from skbayes.nn import VariationalLSTM
@@ -223,19 +223,23 @@ class LSTMRegressorModule(nn.Module):
 
 def network(name, args, seed):
     """The estimator of method ``name`` (one of NETWORKS) with ``random_state=seed``."""
-    common = dict(input_shape=(args.n_lags, 1), module__hidden=args.hidden, prior_scale=args.prior_scale,
-                  max_iter=args.epochs, n_iter_no_change=10**9, learning_rate_init=args.lr, batch_size=args.batch_size,
-                  n_mc_predict=args.n_mc_predict, random_state=seed, device=args.device, dtype="float32")
+    common = dict(input_shape=(args.n_lags, 1), prior_scale=args.prior_scale, noise="homoscedastic",
+                  batch_size=args.batch_size, n_mc_predict=args.n_mc_predict, random_state=seed, device=args.device,
+                  dtype="float32")
+    # the training loop's settings are the inference method's: a fixed number of epochs
+    loop = dict(max_iter=args.epochs, n_iter_no_change=10**9, learning_rate_init=args.lr)
     if name == "ensemble":
-        return BayesianNeuralNetRegressor(LSTMRegressorModule, module__variational=False,
-                                          inference=DeepEnsemble(n_estimators=args.n_members), **common)
+        return BayesianMLPRegressor(module=LSTMRegressorModule,
+                                    module_params={"hidden": args.hidden, "variational": False},
+                                    inference=DeepEnsemble(n_estimators=args.n_members, **loop), **common)
     gates, masks = {"tied": ("tied", "sequence"), "untied": ("untied", "sequence"),
                     "step masks": ("tied", "step")}[name]
-    return BayesianNeuralNetRegressor(
-        LSTMRegressorModule, module__dropout_rate=args.input_dropout_rate,
-        module__recurrent_dropout_rate=args.dropout_rate, module__gates=gates, module__masks=masks,
-        module__prior_scale=args.prior_scale,
-        inference=MCDropout(dropout_rate=args.dropout_rate, placement="dense"), **common)
+    return BayesianMLPRegressor(
+        module=LSTMRegressorModule,
+        module_params={"hidden": args.hidden, "dropout_rate": args.input_dropout_rate,
+                       "recurrent_dropout_rate": args.dropout_rate, "gates": gates, "masks": masks,
+                       "prior_scale": args.prior_scale},
+        inference=MCDropout(dropout_rate=args.dropout_rate, placement="dense", **loop), **common)
 
 
 def baseline(name, data):

@@ -9,11 +9,12 @@ y standardised with the training statistics) it times full training runs of
   (``inference=`` ``"mfvi"``, ``"mc_dropout"``, ``"vadam"``, ``"sghmc"``,
   ``"ensemble"``, or those named by ``--methods``, ``"pbp"`` too), one
   hidden layer of 50 units, ``noise="homoscedastic"``, default settings except
-  ``max_iter=--epochs``, early stopping disabled (``n_iter_no_change=10**9``)
-  and ``random_state=0`` (for ``sghmc``, ``inference=SGHMC(burn_in=epochs-1,
-  thinning=1, n_kept_samples=1)``, the same number of epochs);
+  the inference method's ``max_iter=--epochs``, early stopping disabled (its
+  ``n_iter_no_change=10**9``) and ``random_state=0`` (for ``sghmc``,
+  ``inference=SGHMC(burn_in=epochs-1, thinning=1, n_kept_samples=1)``, the
+  same number of epochs);
 * a bare PyTorch deterministic MLP of the same size, Linear(d, 50) - ReLU -
-  Linear(50, 1), MSE loss, Adam with the estimator's default step size
+  Linear(50, 1), MSE loss, Adam with the methods' default step size
   (3e-3), the same minibatch size as the estimator's ``batch_size="auto"``
   (32 up to 2,000 rows, else 128) and the same loop structure (fresh
   permutation each epoch, index the full tensors, accumulate the epoch loss);
@@ -101,6 +102,7 @@ from pathlib import Path
 
 import sklearn
 import torch
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
 from sklearn.preprocessing import StandardScaler
@@ -113,7 +115,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import bnn_methods, limit_threads, loadavg, select_methods, write_atomic  # noqa: E402
 
 HIDDEN = 50
-LEARNING_RATE = 3e-3  # BayesianMLPRegressor's default learning_rate_init
+LEARNING_RATE = 3e-3  # the default learning_rate_init of the gradient-trained inference methods
 GRADIENT_METHODS = ("mfvi", "mc_dropout", "vadam", "sghmc", "ensemble")
 CLOCK = time.perf_counter  # --clock process: time.process_time
 
@@ -159,23 +161,21 @@ def parse_args(argv=None):
     return args
 
 
-# The inference object and estimator settings that run exactly ``epochs`` epochs.
+# The inference object that runs exactly ``epochs`` epochs (the loop's settings are the method's).
 def _run_length(inference, epochs):
     if inference == "sghmc":  # burn-in + thinning * kept samples epochs
-        return SGHMC(burn_in=epochs - 1, thinning=1, n_kept_samples=1), {}
-    return ALIASES[inference](), {"max_iter": epochs, "n_iter_no_change": 10**9}
+        return SGHMC(burn_in=epochs - 1, thinning=1, n_kept_samples=1)
+    return ALIASES[inference](max_iter=epochs, n_iter_no_change=10**9)
 
 
 def time_estimator(X, y, inference, dtype, epochs, device):
-    method, params = _run_length(inference, epochs)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(HIDDEN,),
-        inference=method,
+        inference=_run_length(inference, epochs),
         noise="homoscedastic",
         random_state=0,
         dtype=dtype,
         device=device,
-        **params,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -318,9 +318,9 @@ def main_registry(args, bunch, X, y, batch_size):
     print(f"{bunch.name} split 0: {X.shape[0]} rows, batch {batch_size}, {args.epochs} epochs per run, "
           f"{args.repeats} repeats, {env['torch_num_threads']} torch threads, load average {env['loadavg_start']}",
           flush=True)
-    for name, (method, kwargs) in methods.items():  # warm-up
-        time_registry_method(X[:64], y[:64], method, {**kwargs, "max_iter": 1} if "max_iter" in kwargs else kwargs,
-                             args.device)
+    for name, (method, kwargs) in methods.items():  # warm-up: one epoch where the method has max_iter
+        warm = clone(method).set_params(max_iter=1) if "max_iter" in method.get_params() else method
+        time_registry_method(X[:64], y[:64], warm, kwargs, args.device)
     times, epochs_run = {name: [] for name in methods}, {}
     for r in range(args.repeats):
         for name, (method, kwargs) in methods.items():

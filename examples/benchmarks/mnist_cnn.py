@@ -10,7 +10,7 @@ The network is :class:`LeNet`, Table 5.1 of seed 004 (Killingberg): a 5x5
 convolution with 6 channels, ReLU, 2x2 max-pooling, a 5x5 convolution with
 16 channels, ReLU, 2x2 max-pooling, flattened to 16 x 4 x 4 = 256 values, a
 dense layer of 256 ReLU units and 10 output logits: a plain torch module
-that ``BayesianNeuralNetClassifier`` (``input_shape=(1, 28, 28)``) turns
+that ``BayesianMLPClassifier(module=LeNet, input_shape=(1, 28, 28))`` turns
 Bayesian six ways:
 
 ``MAP``
@@ -99,11 +99,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss
 from torch import nn
 
-from skbayes import BayesianNeuralNetClassifier
+from skbayes import BayesianMLPClassifier
 from skbayes.inference import DeepEnsemble, MCDropout, MeanFieldVI
 from skbayes.metrics import expected_calibration_error
 from skbayes.nn.networks import BayesianModuleNetwork
@@ -453,9 +454,11 @@ def main(argv=None):
         write_atomic(json_path, json.dumps(report, indent=1))
 
     def estimator(inference, epochs):
-        return BayesianNeuralNetClassifier(
-            LeNet, input_shape=IMAGE_SHAPE, inference=inference, batch_size=args.batch_size,
-            learning_rate_init=args.lr, max_iter=epochs, n_iter_no_change=10**9,
+        # the training loop's settings are the inference method's: exactly `epochs` epochs, no early stopping
+        method = clone(inference).set_params(learning_rate_init=args.lr, max_iter=epochs, early_stopping=False,
+                                             n_iter_no_change=10**9)
+        return BayesianMLPClassifier(
+            module=LeNet, input_shape=IMAGE_SHAPE, inference=method, prior_scale=1.0, batch_size=args.batch_size,
             n_mc_predict=args.n_mc_predict, random_state=0, device=args.device, dtype="float32",
         )
 

@@ -117,14 +117,14 @@ def models():
         SparseGPClassifier,
         SparseGPRegressor,
     )
-    from skbayes.inference import SGHMC
+    from skbayes.inference import PBP, SGHMC, DeepEnsemble, MeanFieldVI
 
     return {
         "BayesianMLPRegressor()": (BayesianMLPRegressor(inference=SGHMC(burn_in=2, thinning=1)), "reg", REGRESSION),
-        "BayesianMLPRegressor(inference='mfvi')": (BayesianMLPRegressor(inference="mfvi", max_iter=2), "reg", REGRESSION),
-        "BayesianMLPRegressor(inference='pbp')": (BayesianMLPRegressor(inference="pbp", max_iter=2), "reg", REGRESSION),
-        "BayesianMLPClassifier()": (BayesianMLPClassifier(max_iter=2), "clf", CLASSIFICATION),
-        "BayesianMLPClassifier(inference='mfvi')": (BayesianMLPClassifier(inference="mfvi", max_iter=2), "clf",
+        "BayesianMLPRegressor(inference='mfvi')": (BayesianMLPRegressor(inference=MeanFieldVI(max_iter=2)), "reg", REGRESSION),
+        "BayesianMLPRegressor(inference='pbp')": (BayesianMLPRegressor(inference=PBP(max_iter=2)), "reg", REGRESSION),
+        "BayesianMLPClassifier()": (BayesianMLPClassifier(inference=DeepEnsemble(max_iter=2)), "clf", CLASSIFICATION),
+        "BayesianMLPClassifier(inference='mfvi')": (BayesianMLPClassifier(inference=MeanFieldVI(max_iter=2)), "clf",
                                                     CLASSIFICATION),
         # sample_y of the sparse GP draws jointly across rows and refuses more than 5,000
         "SparseGPRegressor()": (SparseGPRegressor(max_iter=2), "reg", [m for m in REGRESSION if m != "sample_y"]),

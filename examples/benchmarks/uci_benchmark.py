@@ -44,9 +44,11 @@ How to run
 Options: ``--datasets`` (names or aliases; default: all present),
 ``--splits N`` (first N splits; default: all), ``--methods`` (default:
 ``mfvi mc_dropout``; any of ``mfvi mc_dropout pbp vadam sghmc ensemble``),
-``--max-iter`` (default: the estimator's default),
+``--max-iter`` (the inference method's ``max_iter``; default: the method's
+default; ``sghmc`` has its own schedule and no ``max_iter``),
 ``--params NAME=VALUE ...`` (other parameters: those of the inference method,
-e.g. ``burn_in=500`` or ``init=iblm``, go to its object in
+e.g. ``burn_in=500``, ``init=iblm`` or the training loop's
+``learning_rate_init=0.01``, go to its object in
 ``skbayes.inference``, e.g. ``SGHMC(burn_in=500)``, and are skipped, with a
 note, for the methods that do not have them; the others go to the estimator,
 e.g. ``batch_size=8``),
@@ -174,7 +176,8 @@ def parse_args(argv=None):
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=["mfvi", "mc_dropout"],
                         help="Inference methods (default: mfvi mc_dropout).")
     parser.add_argument("--max-iter", type=int, default=None,
-                        help="max_iter of the estimator (default: the estimator's default).")
+                        help="max_iter of the inference method (default: the method's default; "
+                             "sghmc has its own schedule and no max_iter).")
     parser.add_argument("--params", nargs="+", default=[], metavar="NAME=VALUE",
                         help="Other parameters, e.g. batch_size=8 init=iblm burn_in=500: those of an "
                              "inference method go to its object (skipped for the methods without them), "
@@ -230,10 +233,14 @@ def split_params(method, params):
 
 
 def make_model(method, hidden, seed, max_iter=None, extra=None):
-    """BayesianMLPRegressor with ``inference=<method object>`` and the routed ``extra`` parameters."""
+    """BayesianMLPRegressor with ``inference=<method object>`` and the routed ``extra`` parameters.
+
+    ``max_iter`` goes to the inference object, for the methods that have it
+    (not SGHMC, whose schedule is its own).
+    """
     method_params, params, _ = split_params(method, extra or {})
-    if max_iter is not None:
-        params["max_iter"] = max_iter
+    if max_iter is not None and "max_iter" in ALIASES[method]().get_params():
+        method_params["max_iter"] = max_iter
     inference = ALIASES[method](**method_params)
     params = {"noise": "homoscedastic", **params}  # the noise model of the published comparisons
     return BayesianMLPRegressor(inference=inference, hidden_layer_sizes=hidden, random_state=seed, **params)
@@ -313,7 +320,7 @@ def markdown_table(report):
     notes = [
         "",
         "BayesianMLPRegressor with default parameters except hidden_layer_sizes, random_state=split"
-        + ("" if s["max_iter"] is None else f", max_iter={s['max_iter']}")
+        + ("" if s["max_iter"] is None else f", the inference method's max_iter={s['max_iter']}")
         + "".join(f", {k}={v!r}" for k, v in s.get("params", {}).items())
         + "; mean ± standard error "
         "(np.std / sqrt(n_splits)) over the splits; RMSE and test LL (nats per point) in the original "
@@ -369,8 +376,10 @@ def main(argv=None):
                   "skipped for it.", flush=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            BayesianMLPRegressor(inference=method, max_iter=2, random_state=0).fit(
-                warm_rng.randn(64, 3), warm_rng.randn(64))
+            warm = ALIASES[method]()
+            if "max_iter" in warm.get_params():  # two epochs (SGHMC: its own schedule)
+                warm.set_params(max_iter=2)
+            BayesianMLPRegressor(inference=warm, random_state=0).fit(warm_rng.randn(64, 3), warm_rng.randn(64))
 
     def run():
         for requested in names:

@@ -115,7 +115,9 @@ def parse_args(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(UCI_DATASETS))
     parser.add_argument("--splits", type=int, default=20, help="first N fixed splits (default: 20, all)")
     parser.add_argument("--methods", nargs="+", default=["default"], choices=["default", *sorted(ALIASES)])
-    parser.add_argument("--max-iter", type=int, default=None)
+    parser.add_argument("--max-iter", type=int, default=None,
+                        help="max_iter of the inference method, for the methods that have one (default: the "
+                             "method's; the default SGHMC runs its own schedule)")
     parser.add_argument("--predictive", choices=("gaussian", "draws"), default="gaussian")
     parser.add_argument("--n-draws", type=int, default=1000)
     parser.add_argument("--n-knots", type=n_knots, default="auto",
@@ -141,12 +143,14 @@ def calibration_error(pit, n_levels=20):
 def fit_one(method, args, name, X_train, y_train, X_test, y_test, split):
     X_fit, X_cal, y_fit, y_cal = train_test_split(
         X_train, y_train, test_size=args.calibration_fraction, random_state=split)
-    extra = {} if args.max_iter is None else {"max_iter": args.max_iter}
-    if method == "default":  # BayesianMLPRegressor() as it comes
-        model = BayesianMLPRegressor(random_state=split, **extra)
+    if method == "default":  # BayesianMLPRegressor() as it comes (SGHMC: its own schedule, no max_iter)
+        model = BayesianMLPRegressor(random_state=split)
     else:
-        model = BayesianMLPRegressor(inference=ALIASES[method](), hidden_layer_sizes=hidden_layer_sizes(name),
-                                     random_state=split, **extra)
+        inference = ALIASES[method]()
+        if args.max_iter is not None and "max_iter" in inference.get_params():  # the method's loop setting
+            inference.set_params(max_iter=args.max_iter)
+        model = BayesianMLPRegressor(inference=inference, hidden_layer_sizes=hidden_layer_sizes(name),
+                                     random_state=split)
     pipe = Pipeline([("scaler", StandardScaler()), ("model", model)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -154,7 +158,7 @@ def fit_one(method, args, name, X_train, y_train, X_test, y_test, split):
         pipe.fit(X_fit, y_fit)
         fit_time = time.perf_counter() - start
     start = time.perf_counter()
-    recalibrated = CalibratedRegressorCV(pipe, cv="prefit", predictive=args.predictive, n_draws=args.n_draws,
+    recalibrated = CalibratedRegressorCV(pipe, cv="prefit", predictive=args.predictive, n_mc_predict=args.n_draws,
                                          n_knots=args.n_knots)
     recalibrated.fit(X_cal, y_cal)
     calibration_time = time.perf_counter() - start

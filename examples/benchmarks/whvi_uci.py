@@ -15,7 +15,7 @@ one split to the next):
           layers, a mean-field last layer (the thesis's UCI setting);
 ``mfvi``  ``BayesianMLPRegressor(inference=MeanFieldVI())``.
 
-Both with Table 4.2's training setting where the estimator has it: batch 64,
+Both with Table 4.2's training setting where skbayes has it: batch 64,
 one Monte-Carlo draw per row in training, 64 draws at test time
 (``n_mc_predict=64``), Adam with step size 1e-3, and a fixed number of
 optimiser steps (``--steps``, default 50,000, turned into
@@ -118,11 +118,12 @@ def epochs(args, n_train):
 
 def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     n_epochs = epochs(args, X_train.shape[0])
+    # the training loop's settings are the inference method's; n_iter_no_change beyond max_iter:
+    # a fixed number of steps, as in the thesis
+    inference = METHODS[method](learning_rate_init=1e-3, max_iter=n_epochs, n_iter_no_change=n_epochs + 1)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(128, 128), inference=METHODS[method](), noise="homoscedastic", batch_size=BATCH_SIZE,
-        learning_rate_init=1e-3,
-        # n_iter_no_change beyond max_iter: a fixed number of steps, as in the thesis
-        max_iter=n_epochs, n_iter_no_change=n_epochs + 1, n_mc_predict=64, random_state=split,
+        hidden_layer_sizes=(128, 128), inference=inference, noise="homoscedastic", batch_size=BATCH_SIZE,
+        n_mc_predict=64, random_state=split,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

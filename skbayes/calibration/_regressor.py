@@ -89,7 +89,7 @@ def _one_output(values, what, shape):
     return values
 
 
-def _base_predictive(estimator, X, predictive, n_draws):
+def _base_predictive(estimator, X, predictive, n_mc_predict):
     """The fitted base estimator's predictive distribution for the rows of X."""
     n = X.shape[0]
     if predictive == "gaussian":
@@ -99,19 +99,19 @@ def _base_predictive(estimator, X, predictive, n_draws):
             raise ValueError("The base estimator predicted a negative or non-finite standard deviation.")
         return GaussianPredictive(mean, np.maximum(std, np.finfo(np.float64).tiny))
     transform, final = _prediction_step(estimator)
-    draws = final.sample_y(transform(X), n_samples=n_draws, random_state=_DRAWS_SEED)
-    return DrawsPredictive(_one_output(draws, "sample_y draws", (n, n_draws)))
+    draws = final.sample_y(transform(X), n_samples=n_mc_predict, random_state=_DRAWS_SEED)
+    return DrawsPredictive(_one_output(draws, "sample_y draws", (n, n_mc_predict)))
 
 
-def _pit(estimator, X, y, predictive, n_draws):
+def _pit(estimator, X, y, predictive, n_mc_predict):
     """Probability integral transform F_i(y_i) of the held-out rows, in [eps, 1 - eps]."""
-    pit = _base_predictive(estimator, X, predictive, n_draws).cdf(y)
+    pit = _base_predictive(estimator, X, predictive, n_mc_predict).cdf(y)
     return np.clip(pit, _PIT_EPS, 1.0 - _PIT_EPS)
 
 
-def _fit_fold(estimator, X, y, train, test, predictive, n_draws, keep_estimator):
+def _fit_fold(estimator, X, y, train, test, predictive, n_mc_predict, keep_estimator):
     estimator.fit(X[train], y[train])
-    return (estimator if keep_estimator else None), _pit(estimator, X[test], y[test], predictive, n_draws)
+    return (estimator if keep_estimator else None), _pit(estimator, X[test], y[test], predictive, n_mc_predict)
 
 
 def _knot_ranks(pit, levels, n_knots):
@@ -213,13 +213,13 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
           the mixture's mean and standard deviation). Deterministic and
           cheap; the recalibrated mean and standard deviation are in closed
           form and the density is available.
-        - ``"draws"``: the distribution of ``n_draws`` draws of
-          ``sample_y(X, n_samples=n_draws, random_state=0)``, the model's
+        - ``"draws"``: the distribution of ``n_mc_predict`` draws of
+          ``sample_y(X, n_samples=n_mc_predict, random_state=0)``, the model's
           own predictive (a mixture, skewed, multimodal), its CDF the
-          linear interpolation of the sorted draws. Costs ``n_draws``
-          draws per prediction and ``n_samples * n_draws`` floats of
+          linear interpolation of the sorted draws. Costs ``n_mc_predict``
+          draws per prediction and ``n_samples * n_mc_predict`` floats of
           memory; no density.
-    n_draws : int, default=1000
+    n_mc_predict : int, default=1000
         Number S >= 2 of draws per row with ``predictive="draws"``; levels
         below 1/(2S) or above 1 - 1/(2S) give the extreme draws.
     n_knots : int >= 2, "auto" or None, default="auto"
@@ -354,7 +354,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     _parameter_constraints = {
         "estimator": [HasMethods(["fit", "predict"]), None],
         "predictive": [StrOptions({"gaussian", "draws"})],
-        "n_draws": [Interval(Integral, 2, None, closed="left")],
+        "n_mc_predict": [Interval(Integral, 2, None, closed="left")],
         "n_knots": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "cv": ["cv_object", StrOptions({"prefit"})],
         "ensemble": ["boolean", StrOptions({"auto"})],
@@ -362,12 +362,12 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     }
 
     def __init__(
-        self, estimator=None, *, predictive="gaussian", n_draws=1000, n_knots="auto", cv=None, ensemble="auto",
+        self, estimator=None, *, predictive="gaussian", n_mc_predict=1000, n_knots="auto", cv=None, ensemble="auto",
         n_jobs=None,
     ):
         self.estimator = estimator
         self.predictive = predictive
-        self.n_draws = n_draws
+        self.n_mc_predict = n_mc_predict
         self.n_knots = n_knots
         self.cv = cv
         self.ensemble = ensemble
@@ -402,7 +402,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         y = _single_output(y)
         estimator = self._get_estimator()
         _check_predictive_api(estimator, self.predictive)
-        settings = (self.predictive, self.n_draws)
+        settings = (self.predictive, self.n_mc_predict)
         if self.cv == "prefit":
             check_is_fitted(estimator, msg="cv='prefit' needs a fitted estimator; %(name)s is not fitted yet.")
             pairs = [(estimator, _pit(estimator, X, y, *settings))]
@@ -434,7 +434,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     def _components(self, X):
         """(base predictive, knots, values) of each recalibrated regressor, for the validated rows X."""
         return [
-            (_base_predictive(fitted, X, self.predictive, self.n_draws), iso.X_thresholds_, iso.y_thresholds_)
+            (_base_predictive(fitted, X, self.predictive, self.n_mc_predict), iso.X_thresholds_, iso.y_thresholds_)
             for fitted, iso in zip(self.estimators_, self.calibrators_, strict=True)
         ]
 

@@ -81,7 +81,7 @@ class BayesByGAN(InferenceMethod):
     step (Algorithm 7, with step 7's sign fixed so that the NLL is
     minimised):
 
-    1. draw ``n_weight_draws`` weight settings w_s from the generators;
+    1. draw ``n_mc_train`` weight settings w_s from the generators;
     2. ``n_discriminator_steps`` Adam steps of the discriminators (rate
        ``discriminator_learning_rate``) on the binary cross-entropy of the
        detached w_s (a fresh draw for each step after the first) against
@@ -135,7 +135,7 @@ class BayesByGAN(InferenceMethod):
         Adam step size of the discriminators (Table 4.1).
     n_discriminator_steps : int, default=1
         Discriminator steps per generator step.
-    n_weight_draws : int, default=5
+    n_mc_train : int, default=5
         Weight settings drawn per step.
     n_prior_draws : int, default=5
         Prior draws per discriminator step.
@@ -170,7 +170,7 @@ class BayesByGAN(InferenceMethod):
         "discriminator_hidden_sizes": [StrOptions({"auto"}), *_WIDTHS],
         "discriminator_learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_discriminator_steps": _POSITIVE,
-        "n_weight_draws": _POSITIVE,
+        "n_mc_train": _POSITIVE,
         "n_prior_draws": _POSITIVE,
         "mle_warmup_epochs": _NON_NEGATIVE,
         "kl_warmup_epochs": _NON_NEGATIVE,
@@ -178,7 +178,7 @@ class BayesByGAN(InferenceMethod):
 
     def __init__(
         self, noise_dim=10, generator_hidden_sizes=(32, 64), discriminator_hidden_sizes="auto",
-        discriminator_learning_rate=1e-3, n_discriminator_steps=1, n_weight_draws=5, n_prior_draws=5,
+        discriminator_learning_rate=1e-3, n_discriminator_steps=1, n_mc_train=5, n_prior_draws=5,
         mle_warmup_epochs=0, kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
         early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
     ):
@@ -187,7 +187,7 @@ class BayesByGAN(InferenceMethod):
         self.discriminator_hidden_sizes = discriminator_hidden_sizes
         self.discriminator_learning_rate = discriminator_learning_rate
         self.n_discriminator_steps = n_discriminator_steps
-        self.n_weight_draws = n_weight_draws
+        self.n_mc_train = n_mc_train
         self.n_prior_draws = n_prior_draws
         self.mle_warmup_epochs = mle_warmup_epochs
         self.kl_warmup_epochs = kl_warmup_epochs
@@ -227,7 +227,7 @@ class BayesByGAN(InferenceMethod):
             for step in range(self.n_discriminator_steps):
                 if step:
                     with torch.no_grad():
-                        slices = network.slice_draws(self.n_weight_draws, generator)
+                        slices = network.slice_draws(self.n_mc_train, generator)
                 discriminator_optimizer.zero_grad(set_to_none=True)
                 prior = network.prior_slice_draws(self.n_prior_draws, generator)
                 network.discriminator_loss(slices, prior).backward()
@@ -236,7 +236,7 @@ class BayesByGAN(InferenceMethod):
             discriminator_optimizer.zero_grad(set_to_none=True)
 
         def loss_fn(idx):
-            slices = network.slice_draws(self.n_weight_draws, generator)
+            slices = network.slice_draws(self.n_mc_train, generator)
             train_discriminators(slices)
             f = network.forward_slices(X[idx], slices)
             kl = network.kl_discriminator(slices)

@@ -58,7 +58,7 @@ class BayesByHypernet(InferenceMethod):
     noise z ~ U(-1/2, 1/2)^noise_dim and the one-hot code of an output unit
     to that unit's incoming weights and bias (:class:`skbayes.nn.ImplicitLinear`;
     the per-layer, per-output-unit variant of [Pawlowski2017]_, which they
-    found the most accurate). Each step draws ``n_weight_draws`` weight
+    found the most accurate). Each step draws ``n_mc_train`` weight
     settings, evaluates the minibatch under each, and estimates KL(q || p)
     to the N(0, prior_scale^2) prior from the same draws and
     ``n_prior_draws`` prior draws by the 1-nearest-neighbour estimator
@@ -95,7 +95,7 @@ class BayesByHypernet(InferenceMethod):
     generator_hidden_sizes : tuple of int, default=(32, 64)
         Hidden widths of each layer's generator (Killingberg 2021,
         appendix A).
-    n_weight_draws : int, default=5
+    n_mc_train : int, default=5
         Weight settings drawn per step (>= 2: the estimator needs a nearest
         neighbour among them); the likelihood is averaged over them.
     n_prior_draws : int, default=5
@@ -116,8 +116,8 @@ class BayesByHypernet(InferenceMethod):
     --------
     >>> from skbayes import BayesianMLPRegressor
     >>> from skbayes.inference import BayesByHypernet
-    >>> BayesianMLPRegressor(inference=BayesByHypernet(n_weight_draws=10))
-    BayesianMLPRegressor(inference=BayesByHypernet(n_weight_draws=10))
+    >>> BayesianMLPRegressor(inference=BayesByHypernet(n_mc_train=10))
+    BayesianMLPRegressor(inference=BayesByHypernet(n_mc_train=10))
     """
 
     _parameter_constraints = {
@@ -125,19 +125,19 @@ class BayesByHypernet(InferenceMethod):
         **STOPPING_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
-        "n_weight_draws": _AT_LEAST_2,
+        "n_mc_train": _AT_LEAST_2,
         "n_prior_draws": _POSITIVE,
         "kl_warmup_epochs": _NON_NEGATIVE,
     }
 
     def __init__(
-        self, noise_dim=10, generator_hidden_sizes=(32, 64), n_weight_draws=5, n_prior_draws=5, kl_warmup_epochs=0, *,
+        self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0, *,
         learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
         validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
-        self.n_weight_draws = n_weight_draws
+        self.n_mc_train = n_mc_train
         self.n_prior_draws = n_prior_draws
         self.kl_warmup_epochs = kl_warmup_epochs
         self.learning_rate_init = learning_rate_init
@@ -161,7 +161,7 @@ class BayesByHypernet(InferenceMethod):
         generator, n_data = context.generator, context.n_data
 
         def loss_fn(idx):
-            slices = network.slice_draws(self.n_weight_draws, generator)
+            slices = network.slice_draws(self.n_mc_train, generator)
             f = network.forward_slices(X[idx], slices)
             kl = network.kl_knn(slices, self.n_prior_draws, generator)
             return negative_elbo(likelihood.log_prob(Y[idx], f), warmup.weight * kl, n_data)

@@ -228,7 +228,7 @@ def test_draws_predictive_matches_the_gaussian_one():
     # the draws' far tails.
     X_cal, y_cal = make_data(500, 4)
     gaussian = CalibratedRegressorCV(GaussianDouble(1.5), cv=2).fit(X_cal, y_cal)
-    draws = CalibratedRegressorCV(DrawsDouble(1.5), predictive="draws", n_draws=4000, cv=2).fit(X_cal, y_cal)
+    draws = CalibratedRegressorCV(DrawsDouble(1.5), predictive="draws", n_mc_predict=4000, cv=2).fit(X_cal, y_cal)
     levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
     quantiles = draws.predict_quantiles(X_TEST[:10], levels)
     assert np.all(np.diff(quantiles, axis=1) > 0)
@@ -287,7 +287,7 @@ def test_skbayes_regressor_in_a_pipeline(mlp_recalibrated):
     assert np.all((lower < mean) & (mean < upper) & (std > 0))
     assert np.all(np.isfinite(mlp_recalibrated.log_predictive_density(X_TEST[:40], Y_TEST[:40])))
     # the draws of the final step's sample_y, after the pipeline's scaler
-    draws = CalibratedRegressorCV(mlp_recalibrated.estimators_[0], cv="prefit", predictive="draws", n_draws=200)
+    draws = CalibratedRegressorCV(mlp_recalibrated.estimators_[0], cv="prefit", predictive="draws", n_mc_predict=200)
     draws.fit(*make_data(200, 6))
     quantiles = draws.predict_quantiles(X_TEST[:40], [0.1, 0.5, 0.9])
     assert np.all(np.diff(quantiles, axis=1) > 0)
@@ -313,8 +313,8 @@ def test_errors():
         CalibratedRegressorCV(BayesianRidge()).fit(np.where(X > 1.9, np.nan, X), y)
     with pytest.raises(ValueError, match="one target; got y with 2 columns"):
         CalibratedRegressorCV(BayesianRidge()).fit(X, np.c_[y, y])
-    with pytest.raises(ValueError, match="'n_draws' parameter"):
-        CalibratedRegressorCV(BayesianRidge(), n_draws=1).fit(X, y)
+    with pytest.raises(ValueError, match="'n_mc_predict' parameter"):
+        CalibratedRegressorCV(BayesianRidge(), n_mc_predict=1).fit(X, y)
     with pytest.raises(ValueError, match="'n_knots' parameter"):
         CalibratedRegressorCV(BayesianRidge(), n_knots=1).fit(X, y)
     model = CalibratedRegressorCV(BayesianRidge(), cv=2)

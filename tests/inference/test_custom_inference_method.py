@@ -40,7 +40,7 @@ def test_the_snapshot_ensemble_predicts_with_the_mixture_of_its_snapshots(exampl
     np.testing.assert_allclose(model.predict(X[:5]), expected, rtol=1e-12)
     # snapshots of different epochs differ, so the mixture has epistemic spread
     assert np.all(model.predict_uncertainty(X[:5]).epistemic_std > 0)
-    assert method.get_params() == {"n_snapshots": 4, "burn_in": 6}  # the object given is unchanged
+    assert method.get_params() == {"n_snapshots": 4, "burn_in": 6, "learning_rate_init": 3e-3, "beta_1": 0.9, "beta_2": 0.999}  # unchanged
     assert clone(method).get_params() == method.get_params()
 
 

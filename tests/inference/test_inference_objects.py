@@ -99,7 +99,7 @@ BAD_PARAMETERS = [
     (DeepEnsemble, "n_estimators", 0),
     (WHVI, "g_prior_variance", 0.0),
     (WHVI, "last_layer", "dense"),
-    (BayesByHypernet, "n_weight_draws", 1),
+    (BayesByHypernet, "n_mc_train", 1),
     (BayesByHypernet, "generator_hidden_sizes", 0),
     (BayesByGAN, "discriminator_hidden_sizes", "wide"),
     (BayesByGAN, "discriminator_learning_rate", 0.0),

@@ -196,8 +196,8 @@ SUPPORTED = [
           prior=GPInducedPrior(n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=2)),
     WHVI(n_flows=1),
     MNF(hidden_size=8),
-    BayesByHypernet(generator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
-    BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,), n_weight_draws=2, n_prior_draws=2),
+    BayesByHypernet(generator_hidden_sizes=(8,), n_mc_train=2, n_prior_draws=2),
+    BayesByGAN(generator_hidden_sizes=(8,), discriminator_hidden_sizes=(8,), n_mc_train=2, n_prior_draws=2),
 ]
 
 
