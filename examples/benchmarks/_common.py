@@ -379,7 +379,7 @@ WHVI = _optional("WHVI")
 MNF = _optional("MNF")
 BayesByHypernet = _optional("BayesByHypernet")
 BayesByGAN = _optional("BayesByGAN")
-GPInducedPrior = _optional("GPInducedPrior", ("skbayes.inference", "skbayes.priors", "skbayes.nn.priors", "skbayes.nn"))
+GPInducedPrior = _optional("GPInducedPrior", ("skbayes.inference",))
 
 
 def sghmc_schedule(epochs, n_kept_samples=20):

@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteK
 from .._param_validation import Interval
 from .._training import Callback
 from .._sklearn_kernels import from_sklearn_kernel
-from ..nn.functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, fit_functional_prior
+from ..nn.priors import LayerGaussianPrior, LayerInverseGammaPrior, fit_functional_prior
 
 __all__ = ["GPInducedPrior"]
 
@@ -28,7 +28,7 @@ class GPInducedPrior(BaseEstimator):
     ``n_measurement_points`` training inputs are distributed like those of
     GP(0, ``kernel``), by minimising their 1-Wasserstein distance with a
     WGAN-GP critic (Rossi 2022, eq. 5.6; see
-    :mod:`skbayes.nn.functional_priors`); SGHMC then samples the posterior
+    :mod:`skbayes.nn.priors.functional`); SGHMC then samples the posterior
     under that prior.
 
     * ``hierarchical=False`` (GPI-G): W_l ~ N(0, sigma_{w,l}^2),

@@ -10,20 +10,21 @@ equation cited in their docstrings. The files are laid out by role:
                            moments
 ``linalg.py``              Cholesky factorisation with jitter
 ``divergences.py``         KL divergences torch.distributions lacks
-``likelihoods.py``         observation models p(y | f)
+``likelihoods/``           observation models p(y | f), one file each
 ``objectives.py``          minibatch negative ELBO, KL warm-up
 ``diagnostics.py``         split R-hat of MCMC chains
 ``kernels.py``             covariance functions
 ``flows.py``               normalising flows (planar, RealNVP coupling)
-``init.py``                initialisations of a mean-field posterior
+``init/``                  initialisations of a mean-field posterior (I-BLM,
+                           the data-independent ones)
 ``layers/``                linear layers, one file per posterior; drop-in
                            convolution, LSTM, GRU and embedding layers and
                            their noise protocol (``noise_context``)
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE (MLP or
                            conv), any torch module (``BayesianModuleNetwork``)
 ``variational/``           sparse variational GP, deep GP
-``priors.py``              log-densities of the Bayesian sparse GP priors
-``functional_priors.py``   GP-induced weight priors fitted by Wasserstein
+``priors/``                log-densities of the Bayesian sparse GP priors;
+                           GP-induced weight priors fitted by Wasserstein
 ``bayesian_sparse_gp.py``  sampled sparse GP (BSGP): energy, predictive
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
@@ -33,7 +34,7 @@ from .bayesian_sparse_gp import KeptStates, SparseGPPriors
 from .diagnostics import split_rhat
 from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
-from .functional_priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
+from .priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, MODULE_INITIALIZATIONS, blr_mean_field, iblm_init, iblm_init_module
 from .kernels import (

@@ -12,7 +12,7 @@ from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.inference import SGHMC, GPInducedPrior
 from skbayes.gaussian_process import from_sklearn_kernel
 from skbayes.nn import StackedMLP
-from skbayes.nn.functional_priors import (
+from skbayes.nn.priors.functional import (
     LayerGaussianPrior,
     LayerInverseGammaPrior,
     WassersteinCritic,

@@ -1,35 +1,11 @@
-r"""Initialisations of the mean-field posterior of a Bayesian MLP.
+r"""Iterative Bayesian linear modelling (I-BLM): a mean-field posterior initialised layer by layer (Rossi 2022, chapter 3).
 
-``INITIALIZATIONS`` maps a name to ``fn(network, X, Y, *, prior_scale,
-noise_std, generator) -> None``, which sets the ``mu``/``rho`` (sigma =
-softplus(rho)) of the :class:`~skbayes.nn.MeanFieldLinear` layers of a
-:class:`~skbayes.nn.BayesianMLP` in place, from the training tensors X of shape
-(n, d) and Y of shape (n, k). A ``noise_std`` of None means classification: Y
-then holds class indices, shape (n, 1), and the classes are the network's
-outputs.
-
-``"default"``
-    Keep the layers' own initialisation: means uniform in
-    +-1/sqrt(fan_in), standard deviations ``posterior_init_scale``.
-``"iblm"``
-    Iterative Bayesian linear modelling (Rossi 2022, chapter 3, Algorithm 2):
-    each layer, from the first, is fitted by Bayesian linear regression from
-    its (sampled) inputs to the targets; see :func:`iblm_init`.
-
-``"uninformative"``, ``"heuristic"``, ``"xavier"``, ``"orthogonal"``, ``"lsuv"``
-    The data-independent (and LSUV) competitors of Rossi 2022, section 3.3,
-    in their variational form: mean 0 and variance 1; mean 0 and variance
-    1/D_in; mean 0 and variance 2/(D_in + D_out) (Glorot & Bengio 2010);
-    orthogonal mean (Saxe et al. 2013) and variance 1/D_in; orthogonal mean
-    rescaled to unit output variance layer by layer (Mishkin & Matas 2016) and
-    variance 1/D_in. Biases get mean 0 and the layer's variance. The MAP
-    initialisation of the thesis (a MAP fit trained as long as I-BLM takes) is
-    not provided: it is a training run, which belongs to an estimator.
-
-``MODULE_INITIALIZATIONS`` holds those of a
-:class:`~skbayes.nn.networks.BayesianModuleNetwork` (the mean-field layers of
-any torch module): ``"default"`` and ``"iblm"``, the latter with
-convolutions fitted on their input patches (:func:`iblm_init_module`).
+:func:`iblm_init` fits each :class:`~skbayes.nn.MeanFieldLinear` layer of a
+:class:`~skbayes.nn.BayesianMLP`, from the first, by Bayesian linear
+regression from its (sampled) inputs to the targets (Algorithm 2);
+:func:`iblm_init_module` does the same for the mean-field layers of any torch
+module, convolutions fitted on their input patches; :func:`blr_mean_field` is
+the closed-form Bayesian linear regression both use.
 
 References
 ----------
@@ -42,15 +18,12 @@ References
 .. [Bishop2006] C. M. Bishop, "Pattern recognition and machine learning",
    2006, section 3.3 (Bayesian linear regression).
 """
-
-import math
-
 import torch
 
-from .functional import ACTIVATIONS, inverse_softplus
-from .layers import MeanFieldConv2d, MeanFieldLinear
+from ..functional import ACTIVATIONS, inverse_softplus
+from ..layers import MeanFieldConv2d, MeanFieldLinear
 
-__all__ = ["INITIALIZATIONS", "MODULE_INITIALIZATIONS", "blr_mean_field", "iblm_init", "iblm_init_module"]
+__all__ = ["blr_mean_field", "iblm_init", "iblm_init_module"]
 
 # Dirichlet label smoothing of the classification targets (Rossi 2022, Algorithm 2).
 _DIRICHLET_ALPHA = 0.01
@@ -64,6 +37,14 @@ _BLOCK = 2**22
 _IBLM_MAX_PATCH_ROWS = 4096
 # Images per forward pass while capturing a module layer's inputs.
 _IBLM_PASS_IMAGES = 512
+
+
+def _check_mean_field(network):
+    for layer in network.layers:
+        if not (hasattr(layer, "mu") and hasattr(layer, "rho")):
+            raise TypeError(
+                f"Posterior initialisations need mean-field layers (mu, rho); got {type(layer).__name__}."
+            )
 
 
 def _set_layer(layer, mean, std):
@@ -538,102 +519,3 @@ def _iblm_module(network, X, Y, prior_scale, noise_std, generator, batch_size, m
         _set_module_layer(layer, torch.cat(means, dim=1), torch.cat(stds, dim=1))
 
 
-def _check_mean_field(network):
-    for layer in network.layers:
-        if not (hasattr(layer, "mu") and hasattr(layer, "rho")):
-            raise TypeError(
-                f"Posterior initialisations need mean-field layers (mu, rho); got {type(layer).__name__}."
-            )
-
-
-def _default(network, X, Y, *, prior_scale, noise_std, generator):
-    """Keep the layers' own initialisation (uniform means, small stds)."""
-
-
-def _zero_mean(std_fn):
-    """Data-independent initialisation: mean 0, std ``std_fn(d_in, d_out)`` everywhere."""
-
-    def init(network, X, Y, *, prior_scale, noise_std, generator):
-        _check_mean_field(network)
-        for layer in network.layers:
-            _set_layer(
-                layer,
-                torch.zeros_like(layer.mu),
-                std_fn(layer.in_features, layer.out_features),
-            )
-
-    return init
-
-
-def _orthogonal_mean(layer, generator):
-    """An (in+1, out) mean whose weight block has orthonormal rows or columns, bias 0 (Saxe et al. 2013)."""
-    gauss = torch.randn(
-        (layer.in_features, layer.out_features),
-        generator=generator,
-        device=layer.mu.device,
-        dtype=layer.mu.dtype,
-    )
-    tall = gauss if layer.in_features >= layer.out_features else gauss.T
-    q, r = torch.linalg.qr(tall)
-    q = q * torch.sign(torch.diagonal(r)).where(
-        torch.diagonal(r) != 0, torch.ones_like(torch.diagonal(r))
-    )
-    weight = q if layer.in_features >= layer.out_features else q.T
-    return torch.cat([weight, torch.zeros_like(weight[:1])], dim=0)
-
-
-def _orthogonal(network, X, Y, *, prior_scale, noise_std, generator):
-    """Orthogonal means, variance 1/D_in (Rossi 2022, section 3.3)."""
-    _check_mean_field(network)
-    for layer in network.layers:
-        _set_layer(
-            layer,
-            _orthogonal_mean(layer, generator),
-            1.0 / math.sqrt(max(layer.in_features, 1)),
-        )
-
-
-def _lsuv(network, X, Y, *, prior_scale, noise_std, generator, batch_size=_IBLM_BATCH):
-    """Orthogonal means rescaled so that each layer's mean output has unit variance (Mishkin & Matas 2016)."""
-    _check_mean_field(network)
-    act = ACTIVATIONS[network.activation]
-    rows = torch.randint(
-        X.shape[0],
-        (min(batch_size, X.shape[0]),),
-        generator=generator,
-        device=generator.device,
-    )
-    h = X[rows.to(X.device)]
-    for index, layer in enumerate(network.layers):
-        mean = _orthogonal_mean(layer, generator)
-        with torch.no_grad():
-            if index:
-                h = act(h)
-            out = h @ mean[:-1]
-            scale = out.std()
-            if torch.isfinite(scale) and scale > 0:
-                mean = mean / scale
-                out = out / scale
-            h = out
-        _set_layer(layer, mean, 1.0 / math.sqrt(max(layer.in_features, 1)))
-
-
-#: The initialisations of a :class:`~skbayes.nn.BayesianMLP` by name
-#: (``fn(network, X, Y, *, prior_scale, noise_std, generator)``; the module
-#: docstring describes each).
-INITIALIZATIONS = {
-    "default": _default,
-    "iblm": iblm_init,
-    "uninformative": _zero_mean(lambda d_in, d_out: 1.0),
-    "heuristic": _zero_mean(lambda d_in, d_out: 1.0 / math.sqrt(max(d_in, 1))),
-    "xavier": _zero_mean(lambda d_in, d_out: math.sqrt(2.0 / (d_in + d_out))),
-    "orthogonal": _orthogonal,
-    "lsuv": _lsuv,
-}
-
-#: The initialisations of a :class:`~skbayes.nn.networks.BayesianModuleNetwork`
-#: (``fn(network, X, Y, *, prior_scale, noise_std, generator)``).
-MODULE_INITIALIZATIONS = {
-    "default": _default,
-    "iblm": iblm_init_module,
-}

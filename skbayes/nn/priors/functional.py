@@ -64,9 +64,9 @@ import torch
 from torch import nn
 from torch.distributions import InverseGamma
 
-from .functional import generator_device, standard_normal, standard_uniform
-from .linalg import cholesky
-from .networks import MLP, forward_with_parameters
+from ..functional import generator_device, standard_normal, standard_uniform
+from ..linalg import cholesky
+from ..networks import MLP, forward_with_parameters
 
 __all__ = [
     "LayerGaussianPrior",

@@ -1,0 +1,38 @@
+"""Priors: the log-densities of the sampled sparse GP's priors, and the GP-induced weight priors of the MLPs.
+
+=========================  ===============================================
+``gaussian_process.py``    log-densities of the Bayesian sparse GP priors
+                           (log-normal hyperparameters, DPP inducing inputs)
+``functional.py``          GP-induced weight priors fitted by Wasserstein
+                           distance (Tran et al. 2022; Rossi 2022, ch. 5)
+=========================  ===============================================
+"""
+
+from .functional import (
+    LayerGaussianPrior,
+    LayerInverseGammaPrior,
+    WassersteinCritic,
+    critic_loss,
+    fit_functional_prior,
+    gp_function_draws,
+    gradient_penalty,
+    inverse_gamma_conditional,
+    seeded,
+)
+from .gaussian_process import dpp_log_prob, log_normal_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
+
+__all__ = [
+    "LayerGaussianPrior",
+    "LayerInverseGammaPrior",
+    "WassersteinCritic",
+    "critic_loss",
+    "dpp_log_prob",
+    "fit_functional_prior",
+    "gp_function_draws",
+    "gradient_penalty",
+    "inverse_gamma_conditional",
+    "log_normal_log_prob",
+    "log_normal_raw_log_prob",
+    "seeded",
+    "standard_normal_log_prob",
+]
