@@ -1,7 +1,14 @@
 r"""A regressor's predictive distributions of y, one per row, as numpy objects.
 
-Two forms of the predictive distribution F_i of y given x_i, each with its
-CDF, quantile function and the moments of its recalibration (see
+The predictive distribution F_i of y given x_i in three forms:
+
+- :class:`MixturePredictive`: the uniform mixture (1/T) sum_t p_t(y) of T
+  Gaussian or Student-t components per row, the predictive of every Bayesian
+  regressor over its draws (weight draws, kept samples, ensemble members, a
+  deep GP's propagated draws), with its mean, its epistemic and aleatoric
+  variances, density, CDF, quantiles and draws.
+
+Two of them also give the moments of their recalibration (see
 :mod:`skbayes.calibration`):
 
 - :class:`GaussianPredictive`: N(mu_i, sigma_i^2), from
@@ -31,10 +38,18 @@ References
 """
 
 import numpy as np
-from scipy.special import gammaln, ndtr, ndtri, stdtr, stdtrit
-from scipy.stats import norm
+from scipy.special import gammaln, logsumexp, ndtr, ndtri, stdtr, stdtrit
+from scipy.stats import norm, t
 
-__all__ = ["DrawsPredictive", "GaussianPredictive", "bisect_quantile", "map_inverse", "map_slope", "mixture_quantile"]
+__all__ = [
+    "DrawsPredictive",
+    "GaussianPredictive",
+    "MixturePredictive",
+    "bisect_quantile",
+    "map_inverse",
+    "map_slope",
+    "mixture_quantile",
+]
 
 
 def bisect_quantile(cdf, q, lo, hi, n_bisections=60):
@@ -314,3 +329,100 @@ class DrawsPredictive:
         levels = map_inverse((np.arange(n_draws) + 0.5) / n_draws, knots, values)
         quantiles = self.ppf(np.broadcast_to(levels, (n, n_draws)))
         return quantiles.mean(axis=1), quantiles.var(axis=1)
+
+
+class MixturePredictive:
+    r"""The uniform mixture (1/T) sum_t p_t(y) of Gaussian or Student-t components, for each row.
+
+    Component t of row i is N(loc_ti, scale_ti^2), or the Student-t with
+    df_ti degrees of freedom, location loc_ti and scale scale_ti. Its
+    variance v_ti (scale^2, or scale^2 df / (df - 2)) splits into a latent
+    part (``latent_var``: the uncertainty about f, e.g. a GP's posterior
+    variance at x) and noise. The mixture's variance is then, by the law of
+    total variance (Gal 2016, section 3.3.1; Salimbeni & Deisenroth 2017,
+    eq. 12), Var_t[loc_t] + mean_t[latent_t] (epistemic) + mean_t[v_t -
+    latent_t] (aleatoric).
+
+    Parameters
+    ----------
+    loc, scale : ndarray of shape (T, n) or (T, n, k)
+        Component locations and scales (> 0), components on the first axis.
+    df : ndarray broadcastable to ``loc``, or None, default=None
+        Student-t degrees of freedom (> 2 for a finite variance); None for
+        Gaussian components.
+    latent_var : ndarray broadcastable to ``loc`` or float, default=0.0
+        The epistemic part of each component's variance.
+    """
+
+    def __init__(self, loc, scale, df=None, latent_var=0.0):
+        self.loc, self.scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
+        self.df = None if df is None else np.broadcast_to(np.asarray(df, dtype=float), self.loc.shape)
+        self.latent_var = np.broadcast_to(np.asarray(latent_var, dtype=float), self.loc.shape)
+
+    @property
+    def n_components(self):
+        """T, the number of components."""
+        return self.loc.shape[0]
+
+    def mean(self):
+        """Mixture mean, shape (n,) or (n, k)."""
+        return self.loc.mean(axis=0)
+
+    def component_variance(self):
+        """Variance of every component, shape (T, n) or (T, n, k)."""
+        if self.df is None:
+            return self.scale**2
+        return self.scale**2 * self.df / (self.df - 2)
+
+    def epistemic_variance(self):
+        """Var_t[loc_t] + mean_t[latent_t], shape (n,) or (n, k)."""
+        return self.loc.var(axis=0) + self.latent_var.mean(axis=0)
+
+    def aleatoric_variance(self):
+        """mean_t[v_t - latent_t], shape (n,) or (n, k)."""
+        return (self.component_variance() - self.latent_var).mean(axis=0)
+
+    def variance(self):
+        """The mixture's variance: epistemic plus aleatoric."""
+        return self.epistemic_variance() + self.aleatoric_variance()
+
+    def _component_logpdf(self, y):
+        if self.df is None:
+            return norm.logpdf(y, self.loc, self.scale)
+        return t.logpdf(y, self.df, self.loc, self.scale)
+
+    def logpdf(self, y):
+        """log (1/T) sum_t p_t(y) in nats, for y of the shape of one component's loc."""
+        return logsumexp(self._component_logpdf(np.asarray(y, dtype=float)), axis=0) - np.log(self.n_components)
+
+    def cdf(self, y):
+        """(1/T) sum_t F_t(y), for y of the shape of one component's loc."""
+        z = (np.asarray(y, dtype=float) - self.loc) / self.scale
+        return (ndtr(z) if self.df is None else stdtr(self.df, z)).mean(axis=0)
+
+    def ppf(self, levels):
+        """Quantiles at ``levels`` (1-D, in (0, 1)), on a last axis: shape (n, n_levels) or (n, k, n_levels).
+
+        By :func:`mixture_quantile` (Newton's method on the mixture's CDF,
+        safeguarded by bisection).
+        """
+        return np.stack([mixture_quantile(q, self.loc, self.scale, self.df) for q in levels], axis=-1)
+
+    def sample(self, n_draws, random_state):
+        """``n_draws`` draws of y per row: a component chosen uniformly, then its noise.
+
+        Parameters
+        ----------
+        n_draws : int
+        random_state : numpy.random.RandomState
+
+        Returns
+        -------
+        y : ndarray of shape (n_draws, n) or (n_draws, n, k)
+            Each draw picks one component for all rows.
+        """
+        index = random_state.randint(self.n_components, size=n_draws)
+        loc, scale = self.loc[index], self.scale[index]
+        if self.df is None:
+            return loc + scale * random_state.standard_normal(loc.shape)
+        return loc + scale * random_state.standard_t(self.df[index])

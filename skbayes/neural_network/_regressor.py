@@ -10,7 +10,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
-from .._predictive import mixture_quantile
+from .._predictive import MixturePredictive
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, HeteroscedasticGaussianLikelihood, StudentTLikelihood, inverse_softplus
 from ..inference import resolve_inference
@@ -516,8 +516,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         X = self._validate_X_predict(X)
 
         def quantiles(f, rows):
-            loc, scale, df = _component_moments(likelihood.distribution(f))
-            return torch.stack([torch.as_tensor(mixture_quantile(q, loc, scale, df)) for q in levels], dim=-1)
+            return torch.as_tensor(MixturePredictive(*_component_moments(likelihood.distribution(f))).ppf(levels))
 
         bounds = self._over_draws(X, quantiles, self.n_mc_predict, self._predict_seed)  # (n, k, n_levels)
         return self._output(bounds * np.asarray(self._y_scale)[:, None] + np.asarray(self._y_mean)[:, None])
