@@ -30,9 +30,9 @@ How to run
 ----------
 ::
 
-    python examples/quickstart.py
-    python examples/quickstart.py --dataset energy
-    python examples/quickstart.py --dataset diabetes --output-dir /tmp/skbayes-plots
+    python examples/benchmarks/uci_baselines.py
+    python examples/benchmarks/uci_baselines.py --dataset energy
+    python examples/benchmarks/uci_baselines.py --dataset diabetes --output-dir /tmp/skbayes-plots
 
 It takes about a minute on an idle 2-core CPU. If other processes are busy
 on the same cores, add ``--threads 1``: torch's default of one thread per
@@ -97,7 +97,7 @@ def parse_args(argv=None):
     parser.add_argument("--no-download", action="store_true", help="Never download a UCI dataset.")
     parser.add_argument(
         "--output-dir",
-        default=str(Path(__file__).resolve().parent / "output"),
+        default=str(Path(__file__).resolve().parents[1] / "output"),
         help="Where the PNG figures go (default: examples/output/).",
     )
     parser.add_argument("--threads", type=int, default=None,

@@ -44,8 +44,8 @@ How to run
 ----------
 ::
 
-    python examples/tune_prior_scale.py --threads 1
-    python examples/tune_prior_scale.py --dataset energy --max-iter 200 --threads 1
+    python examples/benchmarks/tune_prior_uci.py --threads 1
+    python examples/benchmarks/tune_prior_uci.py --dataset energy --max-iter 200 --threads 1
 
 With the defaults on concrete (8 grid points x 3 folds x 2 scorings = 48
 fits of 500 epochs at most, plus 2 refits) it takes about 6 minutes on one
@@ -62,7 +62,7 @@ NLL in nats per point in the units of y, lower is better; R^2 higher is
 better; the selected point of each search marked), and the test metrics of
 the two selected models. The same numbers, with the package versions, the
 load average, the date and the command line, go as JSON to ``--output``
-(default ``examples/output/tune_prior_scale.json``).
+(default ``examples/output/tune_prior_scale.json``, beside examples/).
 """
 
 import argparse
@@ -125,7 +125,7 @@ def parse_args(argv=None):
                         help="max_iter (epochs) of every fit, a parameter of the inference methods "
                              "(default: the methods' default).")
     parser.add_argument("--output",
-                        default=str(Path(__file__).resolve().parent / "output" / "tune_prior_scale.json"),
+                        default=str(Path(__file__).resolve().parents[1] / "output" / "tune_prior_scale.json"),
                         help="JSON file for the results (default: examples/output/tune_prior_scale.json).")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) (default: torch's default, one per core).")
