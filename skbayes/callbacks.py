@@ -10,12 +10,13 @@ The user's callbacks run last, so they see each epoch's final state.
 
 Examples
 --------
-A log of the epoch losses of a short mean-field VI fit (``max_iter`` does not
-shorten ``SGHMC``, the regressor's default, which runs its fixed schedule):
+A log of the epoch losses of a short mean-field VI fit (three epochs: the
+method's ``max_iter``):
 
 >>> import numpy as np
 >>> from skbayes import BayesianMLPRegressor
 >>> from skbayes.callbacks import Callback
+>>> from skbayes.inference import MeanFieldVI
 >>> class LossLog(Callback):
 ...     def on_train_begin(self, state):
 ...         self.losses = []
@@ -23,7 +24,7 @@ shorten ``SGHMC``, the regressor's default, which runs its fixed schedule):
 ...         self.losses.append(state.epoch_loss)
 >>> log = LossLog()
 >>> X, y = np.random.RandomState(0).randn(40, 2), np.arange(40.0)
->>> model = BayesianMLPRegressor(inference="mfvi", max_iter=3, callbacks=[log], random_state=0).fit(X, y)
+>>> model = BayesianMLPRegressor(inference=MeanFieldVI(max_iter=3), callbacks=[log], random_state=0).fit(X, y)
 >>> len(log.losses)
 3
 """
