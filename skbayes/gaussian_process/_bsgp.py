@@ -1,14 +1,16 @@
 """The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SGHMC(...))``
 and ``SparseGPClassifier(inference=SGHMC(...))``.
 
-The estimators keep their variational code; with an inference method that
-supports GPs (``supports_gp``) the regressor's ``fit`` hands over to
-:func:`fit_sampled`, which first runs the estimator's own variational fit
-(its ``max_iter``, ``learning_rate_init``, ``objective``, ...), and then
+The estimators keep their variational code; with
+``inference=SampledSparseGP(...)`` (``"sghmc"``) the regressor's ``fit`` hands
+over to :func:`fit_sampled`, which first runs the estimator's own variational
+fit with the object's ``start`` (a :class:`~skbayes.inference.SparseVariational`:
+its ``max_iter``, ``learning_rate_init``, ``objective``, ...), and then
 :func:`sample_posterior` copies the fitted model once per chain with v
 drawn from the optimal q(v) (regression) or from the fitted q(v)
 (classification), lets the method sample them
-(:meth:`skbayes.inference.InferenceMethod.prepare_gp`) in the shared
+(the object's ``sampler``, :meth:`skbayes.inference.InferenceMethod.prepare_gp`, with
+its ``inducing_prior``) in the shared
 training loop, and keeps the samples in ``module_["samples"]``; the
 classifier's ``fit`` runs its variational fit and calls
 :func:`sample_posterior` itself. Prediction then averages over the kept
@@ -23,10 +25,10 @@ import copy
 import numpy as np
 import torch
 
-from ..inference import FitContext, resolve_inference
+from ..inference import GP_ALIASES, FitContext, SampledSparseGP
 from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, data_log_lik, mixture_moments, neg_log_posterior
 
-__all__ = ["check_sampling_method", "class_probability_draws", "fit_sampled", "is_sampled", "joint",
+__all__ = ["check_sampling_method", "class_probability_draws", "fit_sampled", "is_sampled", "is_sampling", "joint",
            "latent_marginals", "sample_posterior", "streams"]
 
 # Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
@@ -34,9 +36,16 @@ _N_RHAT_ROWS = 8
 _N_RHAT_MEAN_ROWS = 512
 
 
+def is_sampling(inference):
+    """Whether ``inference`` (an estimator's parameter or ``inference_``) samples the posterior."""
+    if isinstance(inference, str):
+        return GP_ALIASES[inference] is SampledSparseGP
+    return isinstance(inference, SampledSparseGP)
+
+
 def streams(estimator):
-    """Whether ``partial_fit`` applies: only to the variational model (``inference=None``)."""
-    return estimator.inference is None
+    """Whether ``partial_fit`` applies: only to the variational model (``SparseVariational``)."""
+    return not is_sampling(estimator.inference)
 
 
 def is_sampled(estimator):
@@ -45,14 +54,9 @@ def is_sampled(estimator):
 
 
 def check_sampling_method(estimator):
-    """The validated inference method of ``estimator``, or a ValueError naming what it cannot use."""
-    method = resolve_inference(estimator.inference)
+    """The validated sampler of ``estimator.inference_`` (a SampledSparseGP), or a ValueError naming what it cannot use."""
     name = type(estimator).__name__
-    if not method.supports_gp:
-        raise ValueError(
-            f"{name} cannot use inference={type(method).__name__}(...): it has no Gaussian-process "
-            "form. Use inference=None (the variational sparse GP) or SGHMC(...)."
-        )
+    method = estimator.inference_.sampling_method(name)
     if not isinstance(estimator.kernel, str):
         raise ValueError(
             f"{name} with inference={type(method).__name__}(...) needs a string kernel (the priors of "
@@ -117,7 +121,9 @@ def sample_posterior(estimator, method, X_t, y_t):
         With the fitted variational model in ``module_`` and the seeds of
         its ``fit`` (``_shuffle_seed``).
     method : InferenceMethod
-        The validated method (:func:`check_sampling_method`).
+        The validated sampler (:func:`check_sampling_method`); the
+        estimator's ``inference_`` is the :class:`~skbayes.inference.SampledSparseGP`
+        that holds it, whose ``inducing_prior`` is used.
     X_t : torch.Tensor of shape (n, d)
     y_t : torch.Tensor of shape (n,)
         Targets as the model sees them (standardised, or class indices).
@@ -135,7 +141,7 @@ def sample_posterior(estimator, method, X_t, y_t):
     generator = estimator._generator(noise_seed, estimator.device_)
     chains = _chains(estimator, X_t, y_t, method.n_members(), generator)
     module = torch.nn.ModuleDict({"chains": chains})
-    priors = SparseGPPriors(inducing=estimator.inducing_prior)
+    priors = SparseGPPriors(inducing=estimator.inference_.inducing_prior)
     rhat_rows = slice(0, min(_N_RHAT_MEAN_ROWS, n_samples))
 
     def energy(chain, rows):
@@ -170,7 +176,6 @@ def sample_posterior(estimator, method, X_t, y_t):
         {"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples}
     )
     samples.load_(samples.n_samples - 1, estimator.module_)
-    estimator.inference_ = method
     estimator.inference_diagnostics_ = diagnostics
     estimator.loss_curve_ = result.loss_curve
     estimator.n_iter_ = result.n_iter
