@@ -94,7 +94,9 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
         ``task``, or a class name (``"SparseGPClassifier"``, any case).
     task : {"regression", "classification"}
     max_iter : int, default=None
-        The estimator's ``max_iter`` (epochs); None keeps its default.
+        The estimator's ``max_iter`` (epochs), or for the Gaussian processes
+        that of their variational fit (``inference``'s, the start of a sampled
+        fit); None keeps the default.
     random_state : int or None, default=0
         The estimator's ``random_state``.
     params : sequence of (str, object), default=()
@@ -140,7 +142,31 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
                 f"unknown parameter '{key}' for {cls.__name__}; its parameters are {', '.join(sorted(valid))}"
             )
         settings[key] = value
-    return model.set_params(**{k: v for k, v in settings.items() if k in valid})
+    model.set_params(**{k: v for k, v in settings.items() if k in valid})
+    if "max_iter" in settings and "max_iter" not in valid and _takes_sparse_variational(cls):
+        model.set_params(inference=_with_max_iter(model.inference, settings["max_iter"]))
+    return model
+
+
+def _takes_sparse_variational(cls):
+    """Whether ``cls``'s ``inference`` takes :class:`~skbayes.inference.SparseVariational` (the GP estimators)."""
+    from ..inference import SparseVariational
+
+    return SparseVariational in getattr(cls, "_parameter_constraints", {}).get("inference", ())
+
+
+def _with_max_iter(inference, max_iter):
+    """A GP estimator's ``inference`` with its variational fit's ``max_iter`` set (a sampled fit's start).
+
+    The Gaussian processes hold their epochs on their inference object
+    (:class:`~skbayes.inference.SparseVariational`), not on the estimator.
+    """
+    from ..inference import SampledSparseGP, resolve_gp_inference
+
+    method = resolve_gp_inference(inference)
+    if isinstance(method, SampledSparseGP):
+        return method.set_params(start=method.variational().set_params(max_iter=max_iter))
+    return method.set_params(max_iter=max_iter)
 
 
 def _select_columns(frame, target, features, exclude, categorical, max_categories, source):

@@ -68,9 +68,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     Parameters
     ----------
-    hidden_layer_sizes : tuple of (int or "auto"), default=("auto",)
-        Widths H_l of the inner GP layers, one entry per inner layer, as the
-        MLPs' ``hidden_layer_sizes``: the model has
+    hidden_layer_sizes : int or tuple of (int or "auto"), default=("auto",)
+        Widths H_l of the inner GP layers, one entry per inner layer (an int
+        is one inner layer), as the MLPs' ``hidden_layer_sizes``: the model has
         ``len(hidden_layer_sizes) + 1`` layers, and ``()`` is the sparse GP.
         ``"auto"`` is min(30, n_features), the choice of [Salimbeni2017]_
         (section 5), which is the input dimension D used in [Rossi2022]_
@@ -213,7 +213,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     """
 
     _parameter_constraints = {
-        "hidden_layer_sizes": ["array-like"],
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "n_inducing": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(_KERNELS)), Kernel],
         "inducing_init": [StrOptions({"kmeans", "random"})],
@@ -337,7 +337,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     def _hidden_widths(self, n_features):
         """``hidden_layer_sizes`` validated, with ``"auto"`` resolved to min(30, n_features): a tuple of int."""
-        sizes = (self.hidden_layer_sizes,) if isinstance(self.hidden_layer_sizes, (str, Integral)) \
+        sizes = (self.hidden_layer_sizes,) if isinstance(self.hidden_layer_sizes, Integral) \
             else tuple(self.hidden_layer_sizes)
         for size in sizes:
             if size != "auto" and not (isinstance(size, Integral) and not isinstance(size, bool) and size >= 1):
