@@ -26,7 +26,9 @@ from ..base import TorchEstimatorMixin
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..inference import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
 from ..nn import SVGP, MaternKernel, RBFKernel
+from ..nn.bayesian_sparse_gp import SparseGPPriors
 from .._sklearn_kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
+from . import _bsgp
 
 # Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024
@@ -237,6 +239,41 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     def _string_kernel_as_sklearn(self, module):
         """``kernel_`` for a string kernel: ConstantKernel * RBF / Matern in the model's units."""
         return stationary_to_sklearn_kernel(module)
+
+    # ------------------------------------------------------ sampled posterior
+    def _sample_posterior(self, method, X_t, y_t):
+        """Sample (v, theta, Z[, sigma]) from the variational fit in ``module_`` with ``method`` (Rossi 2022, section 6.3).
+
+        ``method`` is the validated sampler of ``inference_`` (a
+        :class:`~skbayes.inference.SampledSparseGP`); X_t (n, d) and y_t (n,)
+        are the training tensors as the model sees them. Stores the kept
+        samples in ``module_["samples"]``, the diagnostics and the posterior
+        means, and returns the estimator.
+        """
+        n_samples = X_t.shape[0]
+        self._optimizer = None
+        self._fitted_settings = None  # a later warm_start fit starts afresh
+        noise_seed = self._seeds(np.random.RandomState(self._shuffle_seed + 1), 1)[0]
+
+        def run_loop(loss_fn, optimizer, **loop):
+            return self._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=self._shuffle_seed, **loop)
+
+        self.module_, self.inference_diagnostics_, result = _bsgp.sample_posterior(
+            self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
+            self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
+        )
+        self.loss_curve_ = result.loss_curve
+        self.n_iter_ = result.n_iter
+        self.n_seen_ = n_samples
+        self.best_loss_ = result.best_loss
+        means = _bsgp.posterior_means(self.module_)
+        self.length_scale_ = means["length_scale"]
+        self.signal_std_ = means["signal_std"] * self._signal_scale
+        if "noise_std" in means:
+            self.noise_std_ = means["noise_std"] * self._y_scale
+        self.inducing_points_ = means["inducing_points"]
+        self.__dict__.pop("kernel_", None)  # the hyperparameters are a mixture
+        return self
 
     # ---------------------------------------------------------- prediction
     def _latent_marginals(self, X):

@@ -462,7 +462,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """
         X, y = self._validate_training_data(X, y, reset=True)
         if _bsgp.is_sampling(self._resolve_inference()):
-            return _bsgp.fit_sampled(self, X, y)
+            method = _bsgp.check_sampling_method(self)
+            y = self._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
+            X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+            # The chains start from the variational fit (the thesis collects its samples after an optimisation).
+            self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
+            return self._sample_posterior(method, X_t, y_t)
         y = self._continue(y) if self._can_warm_start(X.shape[1]) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)

@@ -427,7 +427,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         finally:
             del self._mc_generator
         if method is not None:  # the chains start from the variational fit (Rossi 2022, section 6.3)
-            return _bsgp.sample_posterior(self, method, X_t, y_t)
+            return self._sample_posterior(method, X_t, y_t)
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.n_seen_ = X.shape[0]
