@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skbayes import SparseGPRegressor
+from skbayes.inference import SparseVariational
 from skbayes.metrics import TrainingCurveDisplay, interval_coverage
 
 
@@ -44,8 +45,10 @@ X_train, y_train, X_test, y_test = X[:30_000], y[:30_000], X[30_000:], y[30_000:
 # purpose, so the ConvergenceWarning it would raise is silenced.
 models = {}
 for m in (8, 24):
-    gp = SparseGPRegressor(n_inducing=m, variational_optimizer="ngd", learning_rate_init=0.03,
-                           batch_size=1024, max_iter=30, random_state=0)
+    gp = SparseGPRegressor(
+        n_inducing=m, batch_size=1024, random_state=0,
+        inference=SparseVariational(optimizer="ngd", learning_rate_init=0.03, max_iter=30),
+    )
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -195,6 +195,36 @@ def _method(method, method_params, params, cls):
     return method_cls(**method_params)
 
 
+# The GP estimators' settings of the variational fit, and those of the sampled sparse GP, which moved to
+# their inference objects (SparseVariational, SampledSparseGP).
+_VARIATIONAL_PARAMS = {"objective": "objective", "variational_optimizer": "optimizer", "ngd_step_size": "ngd_step_size",
+                       "n_mc_train": "n_mc_train", "learning_rate_init": "learning_rate_init", "max_iter": "max_iter",
+                       "tol": "tol", "n_iter_no_change": "n_iter_no_change"}
+
+
+def _gp_inference(params):
+    """``params`` of a GP estimator in the installed API: with ``inference=`` objects when it takes them.
+
+    The flat settings of the variational fit become a ``SparseVariational``; an MCMC method in
+    ``inference`` (SGHMC) and ``inducing_prior`` become a ``SampledSparseGP`` whose variational start
+    is that ``SparseVariational`` (the start read the estimator's settings before).
+    """
+    import skbayes.inference
+
+    if not hasattr(skbayes.inference, "SparseVariational"):
+        return params
+    params = dict(params)
+    variational = skbayes.inference.SparseVariational(
+        **{new: params.pop(old) for old, new in _VARIATIONAL_PARAMS.items() if old in params})
+    sampler = params.pop("inference", None)
+    if sampler is None:
+        params["inference"] = variational
+    else:
+        params["inference"] = skbayes.inference.SampledSparseGP(
+            sampler, start=variational, **{key: params.pop(key) for key in ("inducing_prior",) if key in params})
+    return params
+
+
 def make_estimator(name):
     """The estimator of configuration ``name`` in the installed API, and its fit options."""
     import skbayes
@@ -220,11 +250,13 @@ def make_estimator(name):
         return cls(**params), options
     if kind in ("gpc", "gpc3"):
         params = {"n_inducing": 12, "max_iter": 15, "learning_rate_init": 0.05, "n_mc_predict": 7, **common, **shared}
-        return skbayes.SparseGPClassifier(**params), options
+        return skbayes.SparseGPClassifier(**_gp_inference(params)), options
     if kind == "dgp":
         params = {"n_inducing": 10, "max_iter": 8, "batch_size": 16, "learning_rate_init": 0.02, "n_mc_train": 2,
                   "n_mc_predict": 5, **common, **shared}
-        return skbayes.DeepGPRegressor(**params), options
+        if "n_layers" in params and _has_param(skbayes.DeepGPRegressor, "hidden_layer_sizes"):
+            params["hidden_layer_sizes"] = ("auto",) * (params.pop("n_layers") - 1)  # width "auto" is the default
+        return skbayes.DeepGPRegressor(**_gp_inference(params)), options
     if kind == "gmm":
         params = {"n_components": 3, "max_iter": 25, **common, **shared}
         return skbayes.BayesianGaussianMixture(**params), options
@@ -260,7 +292,7 @@ def make_estimator(name):
         params = {"n_inducing": 12, "max_iter": 15, "learning_rate_init": 0.05, **common, **shared}
         if not _has_param(skbayes.SparseGPRegressor, "prior_mean") and "prior_mean" in params:
             params["mean"] = params.pop("prior_mean")
-        return skbayes.SparseGPRegressor(**params), options
+        return skbayes.SparseGPRegressor(**_gp_inference(params)), options
     params = {"n_components": 2, "hidden_layer_sizes": (10,), "max_iter": 5, "batch_size": 16, **common, **shared}
     if not _has_param(skbayes.VAE, "n_mc_train") and "n_mc_train" in params:
         params["n_samples_train"] = params.pop("n_mc_train")

@@ -170,6 +170,19 @@ def test_dataset_splits_are_complementary():
     assert set(test["target"]) == {0, 1, 2}
 
 
+@pytest.mark.parametrize("name, task", [("sparse-gp", "regression"), ("sparse-gp", "classification"),
+                                        ("deep-gp", "regression")])
+def test_max_iter_of_the_gps_sets_their_variational_fit(name, task):
+    from skbayes._cli.pipeline import make_estimator
+    from skbayes.inference import SampledSparseGP, SparseVariational
+
+    model = make_estimator(name, task, max_iter=3)
+    assert isinstance(model.inference, SparseVariational) and model.inference.max_iter == 3
+    if name == "sparse-gp":  # a sampled fit: the epochs of its variational start
+        sampled = make_estimator(name, task, max_iter=4, params=[("inference", "sghmc")])
+        assert isinstance(sampled.inference, SampledSparseGP) and sampled.inference.start.max_iter == 4
+
+
 @pytest.mark.parametrize("values, task", [
     ([151.0, 75.0, 141.0, 206.0, 135.0] * 5 + list(range(100, 120)), "regression"),  # whole numbers, many
     ([0, 1, 1, 0, 2], "classification"),

@@ -15,7 +15,9 @@ import torch
 
 from skbayes import VAE, BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
 from discovery import inference_methods, with_loop
-from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI
+from skbayes.inference import (
+    SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, SampledSparseGP, SparseVariational,
+)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -118,7 +120,7 @@ def test_partial_fit_on_cuda(method, data):
 
 def test_sparse_gp_and_vae_on_cuda(data):
     X, y = data
-    gp = SparseGPRegressor(n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, y)
+    gp = SparseGPRegressor(n_inducing=16, device="cuda", random_state=0, inference=SparseVariational(max_iter=20)).fit(X, y)
     mean, std = gp.predict(X, return_std=True)
     assert gp.device_.type == "cuda" and np.all(np.isfinite(mean)) and np.all(std > 0)
     gp.partial_fit(X[:40], y[:40])
@@ -134,7 +136,10 @@ def test_sparse_gp_with_a_scikit_learn_kernel_on_cuda(data):
 
     X, y = data
     kernel = C(1.0) * RBF(np.ones(3), length_scale_bounds=(0.1, 10.0)) + WhiteKernel(0.1)
-    gp = SparseGPRegressor(kernel=kernel, n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, y)
+    gp = SparseGPRegressor(
+        kernel=kernel, n_inducing=16, device="cuda", random_state=0,
+        inference=SparseVariational(max_iter=20),
+    ).fit(X, y)
     mean, std = gp.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     assert type(gp.kernel_) is type(kernel) and np.all(np.isfinite(gp.kernel_.theta))
@@ -148,17 +153,25 @@ def test_gp_family_on_cuda_and_back_on_cpu(data):
 
     X, y = data
     labels = np.where(y > np.median(y), "high", "low")
-    clf = SparseGPClassifier(n_inducing=16, max_iter=20, device="cuda", random_state=0).fit(X, labels)
+    clf = SparseGPClassifier(
+        n_inducing=16, device="cuda", random_state=0,
+        inference=SparseVariational(max_iter=20),
+    ).fit(X, labels)
     proba = clf.predict_proba(X)
     assert clf.device_.type == "cuda" and np.allclose(proba.sum(1), 1.0)
     np.testing.assert_allclose(_on_cpu(clf).predict_proba(X), proba, rtol=1e-3, atol=1e-4)
-    dgp = DeepGPRegressor(n_inducing=16, max_iter=10, n_mc_predict=8, device="cuda", random_state=0).fit(X, y)
+    dgp = DeepGPRegressor(
+        n_inducing=16, n_mc_predict=8, device="cuda", random_state=0,
+        inference=SparseVariational(max_iter=10),
+    ).fit(X, y)
     mean, std = dgp.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     np.testing.assert_allclose(_on_cpu(dgp).predict(X), mean, rtol=1e-3, atol=1e-3)
     bsgp = SparseGPRegressor(
-        n_inducing=16, max_iter=10, device="cuda", random_state=0,
-        inference=SGHMC(burn_in=4, thinning=1, n_kept_samples=4),
+        n_inducing=16, device="cuda", random_state=0,
+        inference=SampledSparseGP(
+            SGHMC(burn_in=4, thinning=1, n_kept_samples=4), start=SparseVariational(max_iter=10),
+        ),
     ).fit(X, y)
     mean, std = bsgp.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)

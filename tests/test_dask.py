@@ -40,6 +40,7 @@ from skbayes import (  # noqa: E402
 )
 from skbayes.inference import MeanFieldVI  # noqa: E402
 from skbayes.metrics import get_scorer  # noqa: E402
+from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -106,8 +107,11 @@ def test_grid_search_on_the_cluster_equals_the_sequential_run(client, one_torch_
 
     def search():
         # Minibatches of 30 rows: the random_state seeds the shuffling and the inducing points of each fit.
-        estimator = SparseGPRegressor(n_inducing=8, batch_size=30, max_iter=4, random_state=0, device="cpu")
-        grid = {"n_inducing": [4, 8], "objective": ["vfe", "fitc"]}
+        estimator = SparseGPRegressor(
+            n_inducing=8, batch_size=30, random_state=0, device="cpu",
+            inference=SparseVariational(max_iter=4),
+        )
+        grid = {"n_inducing": [4, 8], "inference__objective": ["vfe", "fitc"]}
         return GridSearchCV(estimator, grid, cv=2, scoring=scoring, refit="ll")
 
     with distributed.get_task_stream(client) as tasks, joblib.parallel_config(backend="dask"):
@@ -172,7 +176,10 @@ def test_blockwise_prediction_equals_in_memory_prediction(client, one_torch_thre
     X_new, y_new = regression_data(n=6000, seed=2)
     X_dask, y_dask = da.from_array(X_new, chunks=(1500, 3)), da.from_array(y_new, chunks=1500)
 
-    sparse_gp = SparseGPRegressor(n_inducing=10, max_iter=5, random_state=0, device="cpu").fit(X, y)
+    sparse_gp = SparseGPRegressor(
+        n_inducing=10, random_state=0, device="cpu",
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     # Monte-Carlo predictions: each call draws the same weights (seeded by the fitted estimator), shared by all rows.
     small = {"inference": MeanFieldVI(max_iter=5), "hidden_layer_sizes": (16,), "random_state": 0, "device": "cpu"}
     mlp = BayesianMLPRegressor(**small).fit(X, y)
@@ -217,7 +224,10 @@ def test_grid_search_on_ray_equals_the_sequential_run(one_torch_thread):
     scoring = get_scorer("log_predictive_density")
 
     def search():
-        estimator = SparseGPRegressor(n_inducing=8, batch_size=30, max_iter=4, random_state=0, device="cpu")
+        estimator = SparseGPRegressor(
+            n_inducing=8, batch_size=30, random_state=0, device="cpu",
+            inference=SparseVariational(max_iter=4),
+        )
         return GridSearchCV(estimator, {"n_inducing": [4, 8]}, cv=2, scoring=scoring)
 
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": ONE_THREAD})

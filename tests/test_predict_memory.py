@@ -32,7 +32,7 @@ from skbayes import (
     SparseGPRegressor,
 )
 from skbayes.base import PREDICT_MEMORY_BOUND
-from skbayes.inference import MeanFieldVI, SGHMC
+from skbayes.inference import SGHMC, MeanFieldVI, SampledSparseGP, SparseVariational
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("predict_memory", ROOT / "examples" / "benchmarks" / "predict_memory.py")
@@ -53,12 +53,15 @@ MODELS = {
     "mlp_mfvi": lambda: BayesianMLPRegressor(SMALL, inference=MeanFieldVI(max_iter=2), noise="heteroscedastic"),
     "mlp_sghmc": lambda: BayesianMLPRegressor(SMALL, inference=SGHMC(burn_in=2, thinning=1, n_kept_samples=25)),
     "mlp_classifier": lambda: BayesianMLPClassifier(SMALL, inference=MeanFieldVI(max_iter=2)),
-    "sparse_gp": lambda: SparseGPRegressor(n_inducing=50, max_iter=2),
-    "sparse_gp_classifier": lambda: SparseGPClassifier(n_inducing=50, max_iter=2),
+    "sparse_gp": lambda: SparseGPRegressor(n_inducing=50, inference=SparseVariational(max_iter=2)),
+    "sparse_gp_classifier": lambda: SparseGPClassifier(n_inducing=50, inference=SparseVariational(max_iter=2)),
     # 40 kept samples: (40, 200,000) means and variances would be 128 MB
-    "bayesian_sparse_gp": lambda: SparseGPRegressor(n_inducing=50, inference=SGHMC(burn_in=2, thinning=1)),
+    "bayesian_sparse_gp": lambda: SparseGPRegressor(
+        n_inducing=50,
+        inference=SampledSparseGP(SGHMC(burn_in=2, thinning=1)),
+    ),
     # the default M = 100 and width (8 here): its blocks' intermediates grow with M * width per row and draw
-    "deep_gp": lambda: DeepGPRegressor(n_mc_predict=10, max_iter=2),
+    "deep_gp": lambda: DeepGPRegressor(n_mc_predict=10, inference=SparseVariational(max_iter=2)),
     "mixture": lambda: BayesianGaussianMixture(n_components=5, max_iter=2),
     "vae": lambda: VAE(hidden_layer_sizes=SMALL, max_iter=2),
 }

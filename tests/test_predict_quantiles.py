@@ -16,7 +16,7 @@ from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from skbayes import BayesianMLPRegressor, DeepGPRegressor, SparseGPRegressor
-from skbayes.inference import SGHMC, DeepEnsemble, MeanFieldVI
+from skbayes.inference import SGHMC, DeepEnsemble, MeanFieldVI, SampledSparseGP, SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -32,10 +32,14 @@ REGRESSORS = {
                                                    random_state=0), False),
     "mlp_heteroscedastic": (lambda: BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=20), noise="heteroscedastic",
                                                          random_state=0), False),
-    "sparse_gp": (lambda: SparseGPRegressor(n_inducing=8, max_iter=10, random_state=0), True),
-    "sampled_sparse_gp": (lambda: SparseGPRegressor(n_inducing=8, max_iter=10, batch_size=40, random_state=0,
-                                                    inference=SGHMC(burn_in=3, thinning=2, n_kept_samples=4)), True),
-    "deep_gp": (lambda: DeepGPRegressor(n_inducing=8, max_iter=5, random_state=0), False),
+    "sparse_gp": (lambda: SparseGPRegressor(n_inducing=8, random_state=0, inference=SparseVariational(max_iter=10)), True),
+    "sampled_sparse_gp": (lambda: SparseGPRegressor(
+        n_inducing=8, batch_size=40, random_state=0,
+        inference=SampledSparseGP(
+            SGHMC(burn_in=3, thinning=2, n_kept_samples=4), start=SparseVariational(max_iter=10),
+        ),
+    ), True),
+    "deep_gp": (lambda: DeepGPRegressor(n_inducing=8, random_state=0, inference=SparseVariational(max_iter=5)), False),
 }
 
 

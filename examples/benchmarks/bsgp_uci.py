@@ -88,7 +88,7 @@ from _common import (  # noqa: E402
 
 from skbayes import SparseGPRegressor  # noqa: E402
 from skbayes.datasets import get_data_home  # noqa: E402
-from skbayes.inference import SGHMC  # noqa: E402
+from skbayes.inference import SGHMC, SampledSparseGP, SparseVariational  # noqa: E402
 
 METHODS = ("variational", "bsgp")
 METRICS = ("rmse", "test_ll", "fit_time_s")
@@ -132,11 +132,13 @@ def schedule(args, n_train):
 
 
 def fit_one(method, args, X_train, y_train, X_test, y_test, split):
-    params = {"n_inducing": args.n_inducing, "random_state": split, "max_iter": args.max_iter}
+    variational = SparseVariational(max_iter=args.max_iter)
+    params = {"n_inducing": args.n_inducing, "random_state": split, "inference": variational}
     extra = {}
     if method == "bsgp":
         sghmc, steps_per_epoch = schedule(args, X_train.shape[0])
-        params.update(batch_size=args.batch_size, inducing_prior=args.inducing_prior, inference=SGHMC(**sghmc))
+        params.update(batch_size=args.batch_size, inference=SampledSparseGP(
+            SGHMC(**sghmc), inducing_prior=args.inducing_prior, start=variational))
         extra = {"sghmc": sghmc, "steps_per_epoch": steps_per_epoch}
     model = SparseGPRegressor(**params)
     with warnings.catch_warnings():

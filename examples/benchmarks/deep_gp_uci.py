@@ -11,8 +11,8 @@ training rows, the order of the methods rotated by one position from one
 split to the next (slow drifts of the machine's load then favour no method):
 
 ``sgp``    ``SparseGPRegressor(n_inducing=M)``
-``dgp2``   ``DeepGPRegressor(n_layers=2, n_inducing=M)`` (M per layer)
-``dgp3``   ``DeepGPRegressor(n_layers=3, n_inducing=M)``
+``dgp2``   ``DeepGPRegressor(("auto",), n_inducing=M)`` (2 layers, M per layer)
+``dgp3``   ``DeepGPRegressor(("auto", "auto"), n_inducing=M)`` (3 layers)
 
 all with ``random_state=SPLIT`` and the estimators' defaults otherwise: RBF-ARD
 kernels, k-means inducing points, batch_size="auto" = min(1024, N), Adam with
@@ -80,6 +80,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from skbayes import DeepGPRegressor, SparseGPRegressor
+from skbayes.inference import SparseVariational
 from skbayes.datasets import fetch_uci, get_data_home
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,8 +91,8 @@ from _common import (  # noqa: E402
 DATASETS = ("kin8nm", "power-plant", "protein-tertiary-structure")
 METHODS = {
     "sgp": (SparseGPRegressor, {}),
-    "dgp2": (DeepGPRegressor, {"n_layers": 2}),
-    "dgp3": (DeepGPRegressor, {"n_layers": 3}),
+    "dgp2": (DeepGPRegressor, {"hidden_layer_sizes": ("auto",)}),
+    "dgp3": (DeepGPRegressor, {"hidden_layer_sizes": ("auto", "auto")}),
 }
 LABELS = {"sgp": "SparseGPRegressor", "dgp2": "DeepGPRegressor, 2 layers", "dgp3": "DeepGPRegressor, 3 layers"}
 METRICS = ("test_ll", "rmse", "noise_std", "fit_time_s", "predict_time_s")
@@ -128,8 +129,8 @@ def fit_one(method, X_train, y_train, X_test, y_test, args, seed):
     cls, params = METHODS[method]
     if cls is DeepGPRegressor:
         params = {**params, "n_mc_predict": args.n_mc_predict}
-    model = cls(n_inducing=args.n_inducing, max_iter=args.max_iter, tol=0.0, n_iter_no_change=args.max_iter,
-                random_state=seed, **params)
+    budget = SparseVariational(max_iter=args.max_iter, tol=0.0, n_iter_no_change=args.max_iter)
+    model = cls(n_inducing=args.n_inducing, inference=budget, random_state=seed, **params)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -267,7 +268,8 @@ def main(argv=None):
     warm = np.random.RandomState(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        DeepGPRegressor(n_inducing=8, max_iter=2, n_mc_predict=2, random_state=0).fit(warm.randn(64, 3), warm.randn(64))
+        DeepGPRegressor(n_inducing=8, n_mc_predict=2, random_state=0, inference=SparseVariational(max_iter=2)).fit(
+            warm.randn(64, 3), warm.randn(64))
     def run():
         for requested in args.datasets:
             try:

@@ -106,6 +106,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skbayes import SparseGPClassifier
+from skbayes.inference import SparseVariational
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -164,8 +165,12 @@ def fit_skbayes(X_train, y_train, X_test, y_test, n_inducing, seed, max_iter, sa
     if same_kernel:  # scikit-learn's kernel object, the same expression as the sklearn_gpc row
         kernel = {"kernel": 1.0 * RBF(np.sqrt(X_train.shape[1]))}
     else:
-        kernel = {"length_scale": np.sqrt(X_train.shape[1])}
-    model = SparseGPClassifier(n_inducing=n_inducing, max_iter=max_iter, random_state=seed, **kernel)
+        # the "rbf" string's expression, ARD, starting at the length-scale sqrt(d)
+        kernel = {"kernel": 1.0 * RBF(np.full(X_train.shape[1], np.sqrt(X_train.shape[1])))}
+    model = SparseGPClassifier(
+        n_inducing=n_inducing, random_state=seed, **kernel,
+        inference=SparseVariational(max_iter=max_iter),
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         start = time.perf_counter()
@@ -434,7 +439,8 @@ def main(argv=None):
     warm_rng = np.random.RandomState(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        SparseGPClassifier(n_inducing=8, max_iter=2, random_state=0).fit(warm_rng.randn(64, 3), np.arange(64) % 2)
+        SparseGPClassifier(n_inducing=8, random_state=0, inference=SparseVariational(max_iter=2)).fit(
+            warm_rng.randn(64, 3), np.arange(64) % 2)
     run_saving(report, lambda: (run_large if large else run_small)(args, report, save), save,
                lambda: write_atomic(md_path, markdown_large(report) if large else markdown_small(report)))
     print_written(json_path, md_path)

@@ -117,7 +117,7 @@ def models():
         SparseGPClassifier,
         SparseGPRegressor,
     )
-    from skbayes.inference import PBP, SGHMC, DeepEnsemble, MeanFieldVI
+    from skbayes.inference import PBP, SGHMC, DeepEnsemble, MeanFieldVI, SparseVariational
 
     return {
         "BayesianMLPRegressor()": (BayesianMLPRegressor(inference=SGHMC(burn_in=2, thinning=1)), "reg", REGRESSION),
@@ -127,9 +127,11 @@ def models():
         "BayesianMLPClassifier(inference='mfvi')": (BayesianMLPClassifier(inference=MeanFieldVI(max_iter=2)), "clf",
                                                     CLASSIFICATION),
         # sample_y of the sparse GP draws jointly across rows and refuses more than 5,000
-        "SparseGPRegressor()": (SparseGPRegressor(max_iter=2), "reg", [m for m in REGRESSION if m != "sample_y"]),
-        "SparseGPClassifier()": (SparseGPClassifier(max_iter=2), "clf", [*CLASSIFICATION, "predict_latent"]),
-        "DeepGPRegressor()": (DeepGPRegressor(max_iter=2), "reg", REGRESSION),
+        "SparseGPRegressor()": (SparseGPRegressor(inference=SparseVariational(max_iter=2)), "reg",
+                                [m for m in REGRESSION if m != "sample_y"]),
+        "SparseGPClassifier()": (SparseGPClassifier(inference=SparseVariational(max_iter=2)), "clf",
+                                 [*CLASSIFICATION, "predict_latent"]),
+        "DeepGPRegressor()": (DeepGPRegressor(inference=SparseVariational(max_iter=2)), "reg", REGRESSION),
         "BayesianGaussianMixture(n_components=5)": (BayesianGaussianMixture(n_components=5, max_iter=2), "unsup",
                                                     ["predict", "predict_proba", "score_samples"]),
         "VAE()": (VAE(max_iter=2), "unsup", ["transform", "transform_std", "inverse_transform", "score_samples"]),

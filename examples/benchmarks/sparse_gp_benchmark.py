@@ -16,10 +16,10 @@ with the defaults otherwise (RBF-ARD kernel, k-means initial inducing points,
 batch_size="auto" = min(1024, N), Adam lr 0.01 for the hyperparameters,
 ``normalize_y=True``, float64 on the CPU):
 
-``skbayes``           objective="vfe", variational_optimizer="adam" (defaults)
-``skbayes_fitc``      objective="fitc"
-``skbayes_ngd``       variational_optimizer="ngd" (ngd_step_size=0.1)
-``skbayes_fitc_ngd``  objective="fitc", variational_optimizer="ngd"
+``skbayes``           inference=SparseVariational() (objective="vfe", optimizer="adam", the defaults)
+``skbayes_fitc``      SparseVariational(objective="fitc")
+``skbayes_ngd``       SparseVariational(optimizer="ngd") (ngd_step_size=0.1)
+``skbayes_fitc_ngd``  SparseVariational(objective="fitc", optimizer="ngd")
 
 GPyTorch rows (optional; skipped with a note when GPyTorch is not
 installed): ``gpytorch.models.ApproximateGP`` with a whitened
@@ -155,6 +155,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.utils import check_random_state
 
 from skbayes import SparseGPRegressor
+from skbayes.inference import SparseVariational
 from skbayes._training import Callback
 from skbayes.datasets import fetch_uci, get_data_home
 
@@ -167,8 +168,8 @@ from _common import (  # noqa: E402
 SKBAYES_VARIANTS = {
     "skbayes": {},
     "skbayes_fitc": {"objective": "fitc"},
-    "skbayes_ngd": {"variational_optimizer": "ngd"},
-    "skbayes_fitc_ngd": {"objective": "fitc", "variational_optimizer": "ngd"},
+    "skbayes_ngd": {"optimizer": "ngd"},
+    "skbayes_fitc_ngd": {"objective": "fitc", "optimizer": "ngd"},
 }
 GPYTORCH_VARIANTS = {"gpytorch_svgp": "adam", "gpytorch_svgp_ngd": "ngd"}
 METHODS = (*SKBAYES_VARIANTS, *GPYTORCH_VARIANTS, "exact_gp")
@@ -256,7 +257,7 @@ def skbayes_init_seed(random_state):
 
 
 def stopping_params(budget):
-    """SparseGPRegressor parameters that implement the budget (none: the estimator's defaults)."""
+    """SparseVariational parameters that implement the budget (none: its defaults)."""
     if budget["mode"] == "default":
         return {}
     if budget["mode"] == "fixed":  # cannot stop before max_iter
@@ -302,8 +303,8 @@ def finish_trace(trace, res):
 
 
 def fit_skbayes(variant, X_train, y_train, X_test, y_test, n_inducing, seed, budget, trace_every=None):
-    params = {**SKBAYES_VARIANTS[variant], **stopping_params(budget)}
-    model = SparseGPRegressor(n_inducing=n_inducing, random_state=seed, **params)
+    params = {**SKBAYES_VARIANTS[variant], **stopping_params(budget)}  # of SparseVariational
+    model = SparseGPRegressor(n_inducing=n_inducing, random_state=seed, inference=SparseVariational(**params))
     trace = None
     if trace_every is not None and variant in TRACED:
 
@@ -335,7 +336,7 @@ def fit_skbayes(variant, X_train, y_train, X_test, y_test, n_inducing, seed, bud
         "final_loss": float(model.loss_curve_[-1]), "noise_std": float(model.noise_std_),
         "batch_size": min(AUTO_BATCH, X_train.shape[0]) if model.batch_size == "auto" else int(model.batch_size),
         "device": str(model.device_), "dtype": model.dtype_, "params": params,
-        "max_iter": model.max_iter,
+        "max_iter": model.inference.max_iter,
     })
     if trace is not None:
         res["trace"] = finish_trace(trace, res)
@@ -763,7 +764,7 @@ def main(argv=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for params in SKBAYES_VARIANTS.values():
-            SparseGPRegressor(n_inducing=8, max_iter=2, random_state=0, **params).fit(
+            SparseGPRegressor(n_inducing=8, random_state=0, inference=SparseVariational(max_iter=2, **params)).fit(
                 warm_rng.randn(64, 3), warm_rng.randn(64))
 
     def write_markdown():

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from skbayes import SparseGPRegressor
+from skbayes.inference import SparseVariational
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,7 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def skbayes_step(X, y, n_inducing, batch):
-    model = SparseGPRegressor(n_inducing=n_inducing, max_iter=1, random_state=0).fit(X, y)
+    model = SparseGPRegressor(n_inducing=n_inducing, random_state=0, inference=SparseVariational(max_iter=1)).fit(X, y)
     module = model.module_
     x, t = torch.tensor(X[:batch]), torch.tensor((y[:batch] - y.mean()) / y.std())
     optimizer = torch.optim.Adam(module.parameters(), lr=0.01)

@@ -122,7 +122,7 @@ def _options(click):
                      help="mlp, sparse-gp or deep-gp (regressor or classifier by the task), or a class name: "
                           + ", ".join(_estimator_classes()) + "."),
         click.option("--max-iter", type=click.IntRange(1), default=None,
-                     help="Epochs (the estimator's max_iter; default: its own)."),
+                     help="Epochs (the estimator's max_iter, or its variational fit's for the GPs; default: its own)."),
         click.option("--random-state", type=int, default=0, show_default=True, help="Seed of the estimator."),
         click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
                      help="Any other estimator parameter, e.g. -p 'hidden_layer_sizes=(50, 50)'; repeatable."),

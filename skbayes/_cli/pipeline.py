@@ -97,8 +97,9 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
     task : {"regression", "classification"}
     max_iter : int, default=None
         The estimator's ``max_iter`` (epochs), or its inference method's
-        when the loop settings live there (the Bayesian MLPs: ignored by
-        ``SGHMC``, whose schedule is its own); None keeps the default.
+        where the loop settings live there: a Bayesian MLP's gradient-trained
+        method (``SGHMC`` keeps its own schedule), a Gaussian process's
+        variational fit (the start of a sampled fit); None keeps the default.
     random_state : int or None, default=0
         The estimator's ``random_state``.
     params : sequence of (str, object), default=()
@@ -146,11 +147,36 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
         settings[key] = value
     model.set_params(**{k: v for k, v in settings.items() if k in valid})
     if max_iter is not None and "max_iter" not in valid and "inference" in valid:
-        method = model.inference
-        method = resolve_inference(method) if isinstance(method, str) else clone(method)
-        if "max_iter" in method.get_params(deep=False):
-            model.set_params(inference=method.set_params(max_iter=max_iter))
+        model.set_params(inference=_with_max_iter(model.inference, max_iter, gp=_takes_sparse_variational(cls)))
     return model
+
+
+def _takes_sparse_variational(cls):
+    """Whether ``cls``'s ``inference`` takes :class:`~skbayes.inference.SparseVariational` (the GP estimators)."""
+    from ..inference import SparseVariational
+
+    return SparseVariational in getattr(cls, "_parameter_constraints", {}).get("inference", ())
+
+
+def _with_max_iter(inference, max_iter, gp):
+    """The estimator's ``inference`` with its ``max_iter`` set, where it has one.
+
+    The Bayesian MLPs' gradient-trained methods and the Gaussian processes'
+    variational fit (:class:`~skbayes.inference.SparseVariational`, also the
+    start of a sampled fit) hold their epochs; ``SGHMC`` runs its own
+    schedule and is returned as it is.
+    """
+    from ..inference import SampledSparseGP, resolve_gp_inference
+
+    if gp:
+        method = resolve_gp_inference(inference)
+    else:
+        method = resolve_inference(inference) if isinstance(inference, str) else clone(inference)
+    if isinstance(method, SampledSparseGP):
+        return method.set_params(start=method.variational().set_params(max_iter=max_iter))
+    if "max_iter" in method.get_params(deep=False):
+        return method.set_params(max_iter=max_iter)
+    return method
 
 
 def _select_columns(frame, target, features, exclude, categorical, max_categories, source):

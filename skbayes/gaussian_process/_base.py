@@ -4,22 +4,31 @@
 :class:`~skbayes.SparseGPClassifier` do alike: the kernel (a string name or
 a scikit-learn kernel object translated by
 :func:`skbayes.gaussian_process.from_sklearn_kernel`), the inducing-point
-initialisation, the warm-start bookkeeping, the optimiser (Adam, or Adam
-chained with natural-gradient steps for q(u)), the training run through the
+initialisation, the warm-start bookkeeping, the inference object
+(``inference_``, a :class:`~skbayes.inference.SparseVariational` or the
+variational start of a :class:`~skbayes.inference.SampledSparseGP`, which
+gives the optimiser and the loop's settings), the training run through the
 one shared loop (``TorchEstimatorMixin._fit_loop``), the fitted
 hyperparameters (``inducing_points_``, ``kernel_``, ``length_scale_``,
 ``signal_std_``) and the latent marginals q(f(x)) at prediction time.
 """
 
+from numbers import Integral
+
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.cluster import MiniBatchKMeans
+from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import check_random_state
 
 from ..base import TorchEstimatorMixin
-from ..nn import SVGP, MaternKernel, NaturalGradient, OptimizerChain, RBFKernel
+from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
+from ..inference import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
+from ..nn import SVGP, MaternKernel, RBFKernel
+from ..nn.bayesian_sparse_gp import SparseGPPriors
 from .._sklearn_kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
+from . import _bsgp
 
 # Minibatch size of batch_size="auto" (the size used for SVGP in Rossi 2022, chapter 6).
 _AUTO_BATCH = 1024
@@ -34,11 +43,29 @@ AUTO_MAX_STEPS = 4000
 def auto_budget():
     """``max_iter="auto"`` of the GP estimators: :data:`AUTO_MAX_EPOCHS` epochs or :data:`AUTO_MAX_STEPS` steps."""
     return AUTO_MAX_EPOCHS, AUTO_MAX_STEPS
+#: The string kernels: each stands for the scikit-learn expression ``ConstantKernel(1.0) * RBF(np.ones(d))``
+#: (``Matern(np.ones(d), nu)`` for the Matérn ones) on d features, with one softplus-parameterised positive
+#: value per length-scale and for the variance, which the sampled sparse GP puts its priors on. Other initial
+#: values: pass the scikit-learn expression itself (e.g. ``ConstantKernel(2.0) * RBF(0.5)``).
 KERNELS = {
     "rbf": (RBFKernel, {}),
     "matern12": (MaternKernel, {"nu": 0.5}),
     "matern32": (MaternKernel, {"nu": 1.5}),
     "matern52": (MaternKernel, {"nu": 2.5}),
+}
+
+
+#: The constraints of the parameters that SparseGPRegressor and SparseGPClassifier share.
+SPARSE_GP_CONSTRAINTS = {
+    "kernel": [StrOptions(set(KERNELS)), Kernel],
+    "n_inducing": [Interval(Integral, 1, None, closed="left")],
+    "inducing_init": [StrOptions({"kmeans", "random"})],
+    "learn_inducing": ["boolean"],
+    "learn_hyperparameters": ["boolean"],
+    "inference": [StrOptions(set(GP_ALIASES)), SparseVariational, SampledSparseGP],
+    "warm_start": ["boolean"],
+    **{name: TRAINING_CONSTRAINTS[name]
+       for name in ("batch_size", "callbacks", "random_state", "verbose", "device", "dtype")},
 }
 
 
@@ -61,26 +88,39 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
 
     _warm_start_params = ()
     _signal_scale = 1.0
+    #: The keywords of :meth:`~skbayes.inference.SparseVariational.check_supported`: the settings the model has a form for.
+    _variational_forms = {}
+
+    # ------------------------------------------------------------ inference
+    def _resolve_inference(self):
+        """Validate ``inference`` and store the object of this fit as ``inference_``; returns it."""
+        self.inference_ = resolve_gp_inference(self.inference)
+        self._variational().check_supported(type(self).__name__, **self._variational_forms)
+        return self.inference_
+
+    def _variational(self):
+        """The :class:`~skbayes.inference.SparseVariational` of this fit (a sampled fit's start)."""
+        method = self.inference_
+        return method.variational() if isinstance(method, SampledSparseGP) else method
+
+    def _loop_settings(self):
+        """``max_iter``, ``tol`` and ``n_iter_no_change`` of the variational fit (``inference_``)."""
+        return self._variational().loop_settings()
 
     # ------------------------------------------------------------ model parts
-    def _check_length_scale(self, n_features):
-        length_scale = np.asarray(self.length_scale, dtype=np.float64)
-        if length_scale.ndim > 1 or (length_scale.ndim == 1 and len(length_scale) != n_features):
-            raise ValueError(
-                f"length_scale must be a float or hold one value per feature; got shape "
-                f"{length_scale.shape} for X with {n_features} features."
-            )
-        if not np.all(np.isfinite(length_scale) & (length_scale > 0)):
-            raise ValueError(f"length_scale must be finite and > 0; got {self.length_scale!r}.")
-        return np.broadcast_to(length_scale, (n_features,)).copy()
+    def _string_kernel(self, n_features, factory):
+        """The kernel module named by the string ``kernel``, at its initial values.
 
-    def _string_kernel(self, n_features, signal_var, factory):
-        """The kernel module named by the string ``kernel`` (ARD length-scales, signal variance)."""
+        ARD length-scales all 1 (units of X) and signal variance 1 (the
+        model's units): the covariance of ``ConstantKernel(1.0) *
+        RBF(np.ones(n_features))`` (``Matern(..., nu)`` for the Matérn
+        strings), parameterised without bounds (see :data:`KERNELS`).
+        """
         kernel_class, kernel_params = KERNELS[self.kernel]
         return kernel_class(
             n_features,
-            length_scale=self._check_length_scale(n_features),
-            variance=signal_var,
+            length_scale=np.ones(n_features),
+            variance=1.0,
             learn=self.learn_hyperparameters,
             **kernel_params,
             **factory,
@@ -117,7 +157,8 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------- initialisation
     def _model_settings(self, n_features):
         """What a warm start needs unchanged: the parameters that shape the fitted module."""
-        return (n_features, *(repr(getattr(self, name)) for name in self._warm_start_params))
+        objective = self._variational().objective
+        return (n_features, objective, *(repr(getattr(self, name)) for name in self._warm_start_params))
 
     def _can_warm_start(self, n_features):
         return (
@@ -156,15 +197,7 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     def _make_optimizer(self):
         """Adam over everything, or Adam over all but q(u) chained with natural gradients for q(u)."""
         gp = self.module_["gp"]
-        trainable = [p for p in self.module_.parameters() if p.requires_grad]
-        if self.variational_optimizer == "adam":
-            return torch.optim.Adam(trainable, lr=self.learning_rate_init)
-        variational = {id(gp.q_mean), id(gp.raw_q_scale_tril)}
-        others = [p for p in trainable if id(p) not in variational]
-        ngd = NaturalGradient(gp.q_mean, gp.raw_q_scale_tril, lr=self.ngd_step_size)
-        if not others:
-            return OptimizerChain(ngd)
-        return OptimizerChain(torch.optim.Adam(others, lr=self.learning_rate_init), ngd)
+        return self._variational().make_optimizer(self.module_.parameters(), (gp.q_mean, gp.raw_q_scale_tril))
 
     def _optimizer_for(self, n_data):
         """The stored optimiser (rebuilt with its state after unpickling), with the natural-gradient scale set to N."""
@@ -206,6 +239,41 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     def _string_kernel_as_sklearn(self, module):
         """``kernel_`` for a string kernel: ConstantKernel * RBF / Matern in the model's units."""
         return stationary_to_sklearn_kernel(module)
+
+    # ------------------------------------------------------ sampled posterior
+    def _sample_posterior(self, method, X_t, y_t):
+        """Sample (v, theta, Z[, sigma]) from the variational fit in ``module_`` with ``method`` (Rossi 2022, section 6.3).
+
+        ``method`` is the validated sampler of ``inference_`` (a
+        :class:`~skbayes.inference.SampledSparseGP`); X_t (n, d) and y_t (n,)
+        are the training tensors as the model sees them. Stores the kept
+        samples in ``module_["samples"]``, the diagnostics and the posterior
+        means, and returns the estimator.
+        """
+        n_samples = X_t.shape[0]
+        self._optimizer = None
+        self._fitted_settings = None  # a later warm_start fit starts afresh
+        noise_seed = self._seeds(np.random.RandomState(self._shuffle_seed + 1), 1)[0]
+
+        def run_loop(loss_fn, optimizer, **loop):
+            return self._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=self._shuffle_seed, **loop)
+
+        self.module_, self.inference_diagnostics_, result = _bsgp.sample_posterior(
+            self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
+            self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
+        )
+        self.loss_curve_ = result.loss_curve
+        self.n_iter_ = result.n_iter
+        self.n_seen_ = n_samples
+        self.best_loss_ = result.best_loss
+        means = _bsgp.posterior_means(self.module_)
+        self.length_scale_ = means["length_scale"]
+        self.signal_std_ = means["signal_std"] * self._signal_scale
+        if "noise_std" in means:
+            self.noise_std_ = means["noise_std"] * self._y_scale
+        self.inducing_points_ = means["inducing_points"]
+        self.__dict__.pop("kernel_", None)  # the hyperparameters are a mixture
+        return self
 
     # ---------------------------------------------------------- prediction
     def _latent_marginals(self, X):

@@ -1,21 +1,21 @@
-"""The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SGHMC(...))``
-and ``SparseGPClassifier(inference=SGHMC(...))``.
+"""The sampled sparse GP (BSGP, Rossi 2022, section 6.3) behind ``SparseGPRegressor(inference=SampledSparseGP(...))``
+and ``SparseGPClassifier(inference=SampledSparseGP(...))``.
 
-The estimators keep their variational code; with an inference method that
-supports GPs (``supports_gp``) the regressor's ``fit`` hands over to
-:func:`fit_sampled`, which first runs the estimator's own variational fit
-(its ``max_iter``, ``learning_rate_init``, ``objective``, ...), and then
-:func:`sample_posterior` copies the fitted model once per chain with v
-drawn from the optimal q(v) (regression) or from the fitted q(v)
-(classification), lets the method sample them
-(:meth:`skbayes.inference.InferenceMethod.prepare_gp`) in the shared
-training loop, and keeps the samples in ``module_["samples"]``; the
-classifier's ``fit`` runs its variational fit and calls
-:func:`sample_posterior` itself. Prediction then averages over the kept
-samples: the per-sample FITC conditionals (:func:`latent_marginals`,
-:func:`joint`) or the per-sample class probabilities
-(:func:`class_probability_draws`). The math is in
-:mod:`skbayes.nn.bayesian_sparse_gp`.
+The estimators keep their variational code; with ``inference=SampledSparseGP(...)``
+(``"sghmc"``) their ``fit`` first runs their own variational fit with the object's
+``start`` (a :class:`~skbayes.inference.SparseVariational`: its ``max_iter``,
+``learning_rate_init``, ``objective``, ...), then ``BaseSparseGP._sample_posterior``
+calls :func:`sample_posterior`, which copies the fitted model once per chain with v
+drawn from the optimal q(v) (regression) or from the fitted q(v) (classification),
+lets the object's ``sampler`` sample them
+(:meth:`skbayes.inference.InferenceMethod.prepare_gp`, under the priors with its
+``inducing_prior``) in the estimator's shared training loop, and returns the module
+holding the kept samples (``"samples"``) with the diagnostics; the estimator stores
+them and the posterior means of :func:`posterior_means`. These functions take tensors,
+modules and callables and change no estimator. Prediction then averages over the kept
+samples of the fitted estimator: the per-sample FITC conditionals
+(:func:`latent_marginals`, :func:`joint`) or the per-sample class probabilities
+(:func:`class_probability_draws`). The math is in :mod:`skbayes.nn.bayesian_sparse_gp`.
 """
 
 import copy
@@ -23,20 +23,27 @@ import copy
 import numpy as np
 import torch
 
-from ..inference import FitContext, resolve_inference
-from ..nn.bayesian_sparse_gp import SparseGPPriors, conditional, data_log_lik, mixture_moments, neg_log_posterior
+from ..inference import GP_ALIASES, FitContext, SampledSparseGP
+from ..nn.bayesian_sparse_gp import conditional, data_log_lik, mixture_moments, neg_log_posterior
 
-__all__ = ["check_sampling_method", "class_probability_draws", "fit_sampled", "is_sampled", "joint",
-           "latent_marginals", "sample_posterior", "streams"]
+__all__ = ["check_sampling_method", "class_probability_draws", "is_sampled", "is_sampling", "joint",
+           "latent_marginals", "posterior_means", "sample_posterior", "streams"]
 
 # Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
 _N_RHAT_ROWS = 8
 _N_RHAT_MEAN_ROWS = 512
 
 
+def is_sampling(inference):
+    """Whether ``inference`` (an estimator's parameter or ``inference_``) samples the posterior."""
+    if isinstance(inference, str):
+        return GP_ALIASES[inference] is SampledSparseGP
+    return isinstance(inference, SampledSparseGP)
+
+
 def streams(estimator):
-    """Whether ``partial_fit`` applies: only to the variational model (``inference=None``)."""
-    return estimator.inference is None
+    """Whether ``partial_fit`` applies: only to the variational model (``SparseVariational``)."""
+    return not is_sampling(estimator.inference)
 
 
 def is_sampled(estimator):
@@ -45,14 +52,9 @@ def is_sampled(estimator):
 
 
 def check_sampling_method(estimator):
-    """The validated inference method of ``estimator``, or a ValueError naming what it cannot use."""
-    method = resolve_inference(estimator.inference)
+    """The validated sampler of ``estimator.inference_`` (a SampledSparseGP), or a ValueError naming what it cannot use."""
     name = type(estimator).__name__
-    if not method.supports_gp:
-        raise ValueError(
-            f"{name} cannot use inference={type(method).__name__}(...): it has no Gaussian-process "
-            "form. Use inference=None (the variational sparse GP) or SGHMC(...)."
-        )
+    method = estimator.inference_.sampling_method(name)
     if not isinstance(estimator.kernel, str):
         raise ValueError(
             f"{name} with inference={type(method).__name__}(...) needs a string kernel (the priors of "
@@ -67,14 +69,13 @@ def _gaussian(likelihood):
     return hasattr(likelihood, "noise_std")
 
 
-def _chains(estimator, X_t, y_t, n_chains, generator):
-    """One model per chain, each a copy of the estimator's fitted model with v drawn from q(v).
+def _chains(first, X_t, y_t, n_chains, generator):
+    """One model per chain, each a copy of the fitted variational model ``first`` with v drawn from q(v).
 
     Regression: the optimal Gaussian q(v) of the FITC objective for the
     fitted Z and theta. Classification: the fitted variational q(v), one
     independent draw per latent function.
     """
-    first = estimator.module_
     chains = []
     for c in range(n_chains):
         chain = first if c == 0 else copy.deepcopy(first)
@@ -94,48 +95,44 @@ def _chains(estimator, X_t, y_t, n_chains, generator):
     return torch.nn.ModuleList(chains)
 
 
-def fit_sampled(estimator, X, y):
-    """Sample (v, theta, Z, sigma) of a SparseGPRegressor on validated X (n, d), y (n,) with its inference method.
-
-    Sets the fitted attributes and returns the estimator.
-    """
-    method = check_sampling_method(estimator)
-    y = estimator._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
-    n_samples = X.shape[0]
-    X_t, y_t = estimator._to_tensor(X), estimator._to_tensor(y)
-    # The chains start from the variational fit (the thesis collects its samples after an optimisation).
-    estimator._train(X_t, y_t, n_samples, estimator._shuffle_seed)
-    return sample_posterior(estimator, method, X_t, y_t)
-
-
-def sample_posterior(estimator, method, X_t, y_t):
-    """Sample (v, theta, Z[, sigma]) of ``estimator``, whose ``module_`` holds its variational fit.
+def sample_posterior(variational, method, X_t, y_t, priors, generator, batch_size, run_loop):
+    """Sample (v, theta, Z[, sigma]) of a sparse GP, starting from its variational fit.
 
     Parameters
     ----------
-    estimator : SparseGPRegressor or SparseGPClassifier
-        With the fitted variational model in ``module_`` and the seeds of
-        its ``fit`` (``_shuffle_seed``).
+    variational : torch.nn.ModuleDict
+        The fitted variational model (``"gp"`` and ``"likelihood"``); the
+        first chain starts from it (it is not copied), the others from copies.
     method : InferenceMethod
-        The validated method (:func:`check_sampling_method`).
+        The validated sampler (:func:`check_sampling_method`).
     X_t : torch.Tensor of shape (n, d)
     y_t : torch.Tensor of shape (n,)
         Targets as the model sees them (standardised, or class indices).
+    priors : skbayes.nn.bayesian_sparse_gp.SparseGPPriors
+        The priors of eq. 6.17 (``inducing`` from ``SampledSparseGP.inducing_prior``).
+    generator : torch.Generator
+        Source of v's initial draws and of the sampler's noise.
+    batch_size : int
+        Rows per step.
+    run_loop : callable
+        ``run_loop(loss_fn, optimizer, callbacks=..., module=..., **loop)``:
+        the estimator's shared training loop over the n rows.
 
     Returns
     -------
-    estimator
-        With the kept samples in ``module_["samples"]`` and the fitted
-        attributes set.
+    module : torch.nn.ModuleDict
+        ``"gp"`` and ``"likelihood"`` (holding the last kept sample) and
+        ``"samples"`` (:class:`~skbayes.nn.KeptStates`, chain-major).
+    diagnostics : dict
+        The sampler's diagnostics (``inference_diagnostics_``), with the
+        largest split R-hat of the training log-likelihoods and of the log
+        hyperparameters.
+    result : skbayes._training.FitResult
+        The loop's loss curve and number of epochs.
     """
     n_samples = X_t.shape[0]
-    estimator._optimizer = None
-    estimator._fitted_settings = None  # a later warm_start fit starts afresh
-    noise_seed = estimator._seeds(np.random.RandomState(estimator._shuffle_seed + 1), 1)[0]
-    generator = estimator._generator(noise_seed, estimator.device_)
-    chains = _chains(estimator, X_t, y_t, method.n_members(), generator)
+    chains = _chains(variational, X_t, y_t, method.n_members(), generator)
     module = torch.nn.ModuleDict({"chains": chains})
-    priors = SparseGPPriors(inducing=estimator.inducing_prior)
     rhat_rows = slice(0, min(_N_RHAT_MEAN_ROWS, n_samples))
 
     def energy(chain, rows):
@@ -151,13 +148,11 @@ def sample_posterior(estimator, method, X_t, y_t):
             kernel.length_scale.log(), kernel.variance.log().reshape(1), *extra,
         ])
 
-    context = FitContext(generator=generator, n_data=n_samples, batch_size=estimator._batch_size(n_samples))
+    context = FitContext(generator=generator, n_data=n_samples, batch_size=batch_size)
     training = method.prepare_gp(module, energy, n_samples, context, trace=trace)
     chains.train()
-    result = estimator._fit_loop(
-        training.loss_fn, training.optimizer, n_samples, shuffle_seed=estimator._shuffle_seed,
-        callbacks=training.callbacks, module=module, **training.loop,
-    )
+    result = run_loop(training.loss_fn, training.optimizer, callbacks=training.callbacks, module=module,
+                      **training.loop)
     diagnostics = training.finish()
     # Split the largest R-hat into the predictive quantities (training log-likelihoods, the first
     # first scalars of ``trace``) and the log hyperparameters (the rest).
@@ -166,49 +161,48 @@ def sample_posterior(estimator, method, X_t, y_t):
     for key, part in (("rhat_log_lik", per_trace[:n_log_lik]), ("rhat_hyperparameters", per_trace[n_log_lik:])):
         diagnostics[key] = float(np.max(part)) if part.size else float("nan")
     samples = module["samples"]
-    estimator.module_ = torch.nn.ModuleDict(
-        {"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples}
-    )
-    samples.load_(samples.n_samples - 1, estimator.module_)
-    estimator.inference_ = method
-    estimator.inference_diagnostics_ = diagnostics
-    estimator.loss_curve_ = result.loss_curve
-    estimator.n_iter_ = result.n_iter
-    estimator.n_seen_ = n_samples
-    estimator.best_loss_ = result.best_loss
-    _set_fitted_hyperparameters(estimator)
-    return estimator
+    fitted = torch.nn.ModuleDict({"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples})
+    samples.load_(samples.n_samples - 1, fitted)
+    return fitted, diagnostics, result
 
 
-def _per_sample(estimator, name):
+def _per_sample(module, name):
     """The kept samples of ``name`` as a tensor (n_samples, ...), or its fixed value repeated."""
-    samples = estimator.module_["samples"]
+    samples = module["samples"]
     if name in samples.names:
         return samples.stacked(name)
-    value = dict(estimator.module_.named_parameters()) | dict(estimator.module_.named_buffers())
+    value = dict(module.named_parameters()) | dict(module.named_buffers())
     return value[name].detach()[None].expand(samples.n_samples, *value[name].shape)
 
 
-def _noise_std_samples(estimator):
+def _noise_std_samples(module):
     """The noise standard deviation of every kept sample, shape (n_samples_kept, ...), standardised units."""
-    likelihood = estimator.module_["likelihood"]
-    return torch.nn.functional.softplus(_per_sample(estimator, "likelihood.raw_noise")) + likelihood._floor
+    likelihood = module["likelihood"]
+    return torch.nn.functional.softplus(_per_sample(module, "likelihood.raw_noise")) + likelihood._floor
 
 
-def _set_fitted_hyperparameters(estimator):
-    """Posterior means of the hyperparameters and the noise, in the units of X and y."""
+def posterior_means(module):
+    """Posterior means of the hyperparameters over the kept samples of ``module``, in the model's units.
+
+    Returns
+    -------
+    means : dict
+        ``"length_scale"`` (ndarray of shape (d,), the mean length-scales),
+        ``"signal_std"`` (float, sqrt of the mean signal variance),
+        ``"noise_std"`` (float, sqrt of the mean noise variance; regression
+        only) and ``"inducing_points"`` (ndarray, the last kept sample of Z).
+    """
     softplus = torch.nn.functional.softplus
+    means = {}
     with torch.no_grad():
-        length_scale = softplus(_per_sample(estimator, "gp.kernel.raw_length_scale"))
-        variance = softplus(_per_sample(estimator, "gp.kernel.raw_variance"))
-        estimator.length_scale_ = length_scale.mean(0).cpu().numpy().copy()
-        estimator.signal_std_ = float(variance.mean().sqrt()) * estimator._signal_scale
-        likelihood = estimator.module_["likelihood"]
-        if _gaussian(likelihood):
-            noise_std = _noise_std_samples(estimator)
-            estimator.noise_std_ = float(noise_std.square().mean().sqrt()) * estimator._y_scale
-        estimator.inducing_points_ = estimator.module_["gp"].inducing_points.cpu().numpy().copy()
-    estimator.__dict__.pop("kernel_", None)
+        length_scale = softplus(_per_sample(module, "gp.kernel.raw_length_scale"))
+        variance = softplus(_per_sample(module, "gp.kernel.raw_variance"))
+        means["length_scale"] = length_scale.mean(0).cpu().numpy().copy()
+        means["signal_std"] = float(variance.mean().sqrt())
+        if _gaussian(module["likelihood"]):
+            means["noise_std"] = float(_noise_std_samples(module).square().mean().sqrt())
+        means["inducing_points"] = module["gp"].inducing_points.cpu().numpy().copy()
+    return means
 
 
 def latent_marginals(estimator, X):
@@ -323,7 +317,7 @@ def log_predictive_density(estimator, X, y):
     from scipy.stats import norm
 
     with torch.no_grad():
-        noise = _noise_std_samples(estimator)
+        noise = _noise_std_samples(estimator.module_)
     noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
     scale = estimator._y_scale
     y = np.asarray(y, dtype=np.float64)

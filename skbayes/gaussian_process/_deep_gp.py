@@ -20,26 +20,31 @@ from .._param_validation import (
     _fit_context,
     validate_method_params,
 )
+from ..inference import SparseVariational, resolve_gp_inference
 from .._predictive import mixture_quantile
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from .._sklearn_kernels import from_sklearn_kernel
-from ._base import auto_budget
-from ._sparse_gp import _AUTO_BATCH, _KERNELS, SparseGPRegressor
+from ._base import _AUTO_BATCH, auto_budget
+from ._base import KERNELS as _KERNELS
+from ._sparse_gp import SparseGPRegressor
 
-# Widest hidden layer of hidden_width="auto" (Salimbeni and Deisenroth 2017, section 5: min(30, D)).
+# Widest hidden layer of a width "auto" (Salimbeni and Deisenroth 2017, section 5: min(30, D)).
 _MAX_AUTO_WIDTH = 30
 # Initial scale of q(u) in the inner layers (whitened), as in Salimbeni and Deisenroth's code:
 # the inner layers start close to their mean functions.
 _INNER_Q_SCALE = 1e-5
+# Propagated draws per row and step with SparseVariational(n_mc_train="auto") (1 in Salimbeni and Deisenroth 2017).
+_TRAINING_DRAWS = 1
 
 
-@fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
+@fill_doc(target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
 class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMixin, BaseEstimator):
     r"""Deep Gaussian process regression with doubly stochastic variational inference.
 
-    A deep GP composes ``n_layers`` GP layers, y = f^L(... f^1(x)) + noise,
-    each inner layer a vector-valued GP of width H with independent
+    A deep GP composes L = ``len(hidden_layer_sizes) + 1`` GP layers,
+    y = f^L(... f^1(x)) + noise, each inner layer l a vector-valued GP of
+    width H_l with independent
     components ([Salimbeni2017]_; [Rossi2022]_, eq. 6.21). Every layer is a
     sparse variational GP (:class:`skbayes.nn.SVGP`) with its own M inducing
     points, kernel and whitened q(u^l) = N(m^l, S^l). The evidence lower bound
@@ -55,19 +60,22 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     [Rossi2022]_, eq. 6.22), with the last layer's Gaussian expectation in
     closed form ([Rossi2022]_, eq. 6.23). Predictions are a mixture of
     ``n_mc_predict`` Gaussians, one per propagated draw ([Salimbeni2017]_,
-    eq. 12). With ``n_layers=1`` the model, its initialisation and its
-    training are those of :class:`skbayes.SparseGPRegressor`.
+    eq. 12). With ``hidden_layer_sizes=()`` (one layer) the model, its
+    initialisation and its training are those of
+    :class:`skbayes.SparseGPRegressor`.
 
     Read more in ``doc/deep_gp.md``.
 
     Parameters
     ----------
-    n_layers : int, default=2
-        Number L of GP layers (1 is the sparse GP).
-    hidden_width : int or "auto", default="auto"
-        Width H of every inner layer. ``"auto"`` is min(30, n_features), the
-        choice of [Salimbeni2017]_ (section 5), which is the input dimension
-        D used in [Rossi2022]_ (section 6.3.2) whenever D <= 30.
+    hidden_layer_sizes : int or tuple of (int or "auto"), default=("auto",)
+        Widths H_l of the inner GP layers, one entry per inner layer (an int
+        is one inner layer), as the MLPs' ``hidden_layer_sizes``: the model has
+        ``len(hidden_layer_sizes) + 1`` layers, and ``()`` is the sparse GP.
+        ``"auto"`` is min(30, n_features), the choice of [Salimbeni2017]_
+        (section 5), which is the input dimension D used in [Rossi2022]_
+        (section 6.3.2) whenever D <= 30; ``("auto", "auto")`` is a
+        three-layer model of that width.
     n_inducing : int, default=100
         Number M of inducing points of each layer (100 in [Salimbeni2017]_
         and [Rossi2022]_); capped at the number of rows.
@@ -98,24 +106,24 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         layer's input when it shrinks, zero padding when it grows).
     normalize_y : bool, default=True
         Standardise y before fitting; every output is in the units of y.
-    n_mc_train : int, default=1
-        Draws propagated per row and step during training (1 in
-        [Salimbeni2017]_ and [Rossi2022]_).
     n_mc_predict : int, default=100
         Number S of propagated draws (mixture components) at prediction
-        ([Salimbeni2017]_ use 100). Ignored with ``n_layers=1``, whose
+        ([Salimbeni2017]_ use 100). Ignored with one layer, whose
         predictive is a single Gaussian.
+    inference : "variational" or SparseVariational, default="variational"
+        The doubly stochastic variational inference of [Salimbeni2017]_:
+        ``"variational"`` is :class:`skbayes.inference.SparseVariational` at
+        its defaults, which holds the propagated draws per row and step
+        (``n_mc_train="auto"``: 1, as in [Salimbeni2017]_ and [Rossi2022]_),
+        Adam's step size (``learning_rate_init``, 0.01 in [Salimbeni2017]_)
+        and the stopping rule (``max_iter``, ``tol``: the loss is a
+        Monte-Carlo estimate with more than one layer, so set
+        ``n_iter_no_change`` generously or rely on ``max_iter``). Its
+        ``objective`` must be ``"vfe"`` and its ``optimizer`` ``"adam"`` (the
+        deep GP has no FITC or natural-gradient form): other values make
+        ``fit`` raise a ValueError. The clone used is ``inference_``.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
-    learning_rate_init : float, default=0.01
-        Adam step size (0.01 in [Salimbeni2017]_).
-    %(max_iter_auto)s
-    tol : float, default=1e-5
-        Minimum improvement of the per-datum epoch loss that resets the
-        ``n_iter_no_change`` counter (the loss is a Monte-Carlo estimate for
-        ``n_layers > 1``, so set ``n_iter_no_change`` generously or rely on
-        ``max_iter``).
-    %(n_iter_no_change)s
     callbacks : list of skbayes._training.Callback or None, default=None
         Called during training, after the stopping rule.
     random_state : int, RandomState instance or None, default=None
@@ -136,8 +144,11 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         standardised target units.
     n_inducing_ : int
         Inducing points per layer, ``min(n_inducing, n_samples)``.
-    hidden_width_ : int or None
-        Width H of the inner layers (None with ``n_layers=1``).
+    hidden_layer_sizes_ : tuple of int
+        Widths H_l of the inner layers, ``"auto"`` resolved (``()`` with one layer).
+    inference_ : SparseVariational
+        The inference object of the last fit (a clone of ``inference``, or
+        the object an alias stands for).
     inducing_points_ : list of ndarray
         The fitted Z of each layer, of shape (`n_inducing_`, input width of
         the layer), the first in the units of X.
@@ -156,8 +167,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     Notes
     -----
-    Cost per step: O(n_mc_train * batch_size * L * M^2 + L * H * M^3) for
-    the inner layers' L * H latent functions (each with its own M x M q
+    Cost per step: O(n_mc_train * batch_size * L * M^2 + sum_l H_l * M^3) for
+    the inner layers' sum_l H_l latent functions (each with its own M x M q
     covariance) and the Cholesky of K_zz per layer; prediction costs
     ``n_mc_predict`` times one forward pass.
 
@@ -165,7 +176,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     (whitened), so each inner layer starts at its mean function plus the
     GP's conditional variance, and the last layer's q(u) is set to its
     closed-form optimum ([Titsias2009]_) for the inputs X pushed through the
-    mean functions. With ``n_layers=1``, q(u) is also set to its optimum
+    mean functions. With one layer, q(u) is also set to its optimum
     after training, as ``SparseGPRegressor`` does; for deeper models the
     optimum has no closed form and the trained q(u) is kept.
 
@@ -194,15 +205,15 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     >>> rng = np.random.RandomState(0)
     >>> X = rng.uniform(-3, 3, size=(300, 1))
     >>> y = np.sign(X[:, 0]) + 0.1 * rng.randn(300)
-    >>> model = DeepGPRegressor(n_inducing=20, max_iter=50, random_state=0).fit(X, y)
+    >>> from skbayes.inference import SparseVariational
+    >>> model = DeepGPRegressor(n_inducing=20, inference=SparseVariational(max_iter=50), random_state=0).fit(X, y)
     >>> mean, std = model.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
     ((3,), (3,))
     """
 
     _parameter_constraints = {
-        "n_layers": [Interval(Integral, 1, None, closed="left")],
-        "hidden_width": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "n_inducing": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(_KERNELS)), Kernel],
         "inducing_init": [StrOptions({"kmeans", "random"})],
@@ -210,17 +221,16 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
         "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
-        "n_mc_train": [Interval(Integral, 1, None, closed="left")],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
-        **TRAINING_CONSTRAINTS,
-        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "inference": [StrOptions({"variational"}), SparseVariational],
+        **{name: TRAINING_CONSTRAINTS[name]
+           for name in ("batch_size", "callbacks", "random_state", "verbose", "device", "dtype")},
     }
 
     def __init__(
         self,
-        n_layers=2,
+        hidden_layer_sizes=("auto",),
         *,
-        hidden_width="auto",
         n_inducing=100,
         kernel="rbf",
         inducing_init="kmeans",
@@ -228,21 +238,16 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         noise_std="learn",
         prior_mean="constant",
         normalize_y=True,
-        n_mc_train=1,
         n_mc_predict=100,
+        inference="variational",
         batch_size="auto",
-        learning_rate_init=0.01,
-        max_iter="auto",
-        tol=1e-5,
-        n_iter_no_change=20,
         callbacks=None,
         random_state=None,
         verbose=False,
         device="auto",
         dtype=None,
     ):
-        self.n_layers = n_layers
-        self.hidden_width = hidden_width
+        self.hidden_layer_sizes = hidden_layer_sizes
         self.n_inducing = n_inducing
         self.kernel = kernel
         self.inducing_init = inducing_init
@@ -250,13 +255,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         self.noise_std = noise_std
         self.prior_mean = prior_mean
         self.normalize_y = normalize_y
-        self.n_mc_train = n_mc_train
         self.n_mc_predict = n_mc_predict
+        self.inference = inference
         self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
         self.callbacks = callbacks
         self.random_state = random_state
         self.verbose = verbose
@@ -290,7 +291,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             device=self.device,
             dtype=self.dtype,
         )
-        sparse.device_, sparse.dtype_ = self.device_, self.dtype_
+        sparse.device_, sparse.dtype_, sparse.inference_ = self.device_, self.dtype_, self.inference_
         sparse._y_mean, sparse._y_scale = self._y_mean, self._y_scale
         return sparse
 
@@ -313,16 +314,16 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     def _build_module(self, X, y, seed):
         """The DeepGP and the likelihood, initialised as in Salimbeni and Deisenroth (2017)."""
         factory = {"device": self.device_, "dtype": self._dtype}
-        if self.n_layers == 1:  # literally the SparseGPRegressor construction
+        if not self.hidden_layer_sizes_:  # literally the SparseGPRegressor construction
             module = self._sparse_gp(self.inducing_init)._build_module(X, self.n_inducing_, seed, y)
             return torch.nn.ModuleDict({"dgp": DeepGP([module["gp"]], []), "likelihood": module["likelihood"]})
         sparse = self._sparse_gp(self.inducing_init)
         h = self._to_tensor(X)
         z = self._to_tensor(sparse._initial_inducing_points(X, self.n_inducing_, seed))
         layers, weights = [], []
-        for _ in range(self.n_layers - 1):
-            weight = linear_mean_weights(h, self.hidden_width_)
-            layers.append(self._inner_layer(z, self.hidden_width_, factory))
+        for width in self.hidden_layer_sizes_:
+            weight = linear_mean_weights(h, width)
+            layers.append(self._inner_layer(z, width, factory))
             weights.append(weight)
             h, z = h @ weight, z @ weight  # the mean function pushes X and Z up
         h_np = h.cpu().numpy()
@@ -333,6 +334,22 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             gp.inducing_points.copy_(z)
             gp.set_optimal_q_(h, self._to_tensor(y), likelihood.noise_std[0] ** 2)
         return torch.nn.ModuleDict({"dgp": DeepGP([*layers, gp], weights), "likelihood": likelihood})
+
+    def _hidden_widths(self, n_features):
+        """``hidden_layer_sizes`` validated, with ``"auto"`` resolved to min(30, n_features): a tuple of int."""
+        sizes = (self.hidden_layer_sizes,) if isinstance(self.hidden_layer_sizes, Integral) \
+            else tuple(self.hidden_layer_sizes)
+        for size in sizes:
+            if size != "auto" and not (isinstance(size, Integral) and not isinstance(size, bool) and size >= 1):
+                raise ValueError(
+                    f"hidden_layer_sizes must hold positive ints or 'auto', one per inner layer; got "
+                    f"{self.hidden_layer_sizes!r}."
+                )
+        return tuple(min(_MAX_AUTO_WIDTH, n_features) if size == "auto" else int(size) for size in sizes)
+
+    def _loop_settings(self):
+        """``max_iter``, ``tol`` and ``n_iter_no_change`` of ``inference_``."""
+        return self.inference_.loop_settings()
 
     def _initialise(self, X, y):
         """Seeds, device, dtype, y scaling and the module; returns the standardised y."""
@@ -345,8 +362,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         self._y_mean, self._y_scale = float(y_mean[0]), float(y_scale[0])
         y = (y - self._y_mean) / self._y_scale
         self.n_inducing_ = min(self.n_inducing, X.shape[0])
-        width = min(_MAX_AUTO_WIDTH, X.shape[1]) if self.hidden_width == "auto" else self.hidden_width
-        self.hidden_width_ = int(width) if self.n_layers > 1 else None
+        self.hidden_layer_sizes_ = self._hidden_widths(X.shape[1])
         self.module_ = self._build_module(X, y, init_seed)
         return y
 
@@ -373,19 +389,21 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             diverging loss or a failed Cholesky.
         """
         X, y = self._validate_training_data(X, y, reset=True)
+        self.inference_ = resolve_gp_inference(self.inference)
+        self.inference_.check_supported(type(self).__name__, objectives=("vfe",), optimizers=("adam",))
         y = self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
         dgp, likelihood = self.module_["dgp"], self.module_["likelihood"]
         generator = self._generator(self._noise_seed, self.device_)
-        trainable = [p for p in self.module_.parameters() if p.requires_grad]
+        n_draws = self.inference_.n_draws(_TRAINING_DRAWS)
         result = self._fit_loop(
-            lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_samples, self.n_mc_train, generator),
-            torch.optim.Adam(trainable, lr=self.learning_rate_init),
+            lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_samples, n_draws, generator),
+            self.inference_.make_optimizer(self.module_.parameters()),
             n_samples,
             shuffle_seed=self._shuffle_seed,
         )
-        if self.n_layers == 1:  # the exact maximiser over q(u), as SparseGPRegressor
+        if not self.hidden_layer_sizes_:  # the exact maximiser over q(u), as SparseGPRegressor
             with torch.no_grad():
                 dgp.layers[0].set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2)
         self.loss_curve_ = result.loss_curve
@@ -401,7 +419,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         return auto_budget()
 
     def _n_components(self):
-        return 1 if self.n_layers == 1 else self.n_mc_predict
+        return self.n_mc_predict if self.hidden_layer_sizes_ else 1
 
     def _mixture(self, X, reduce, n_draws=None, seed=None):
         """``reduce`` of the mixture's components, block of rows by block of rows.
@@ -427,7 +445,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
         # per row and draw, an inner layer holds its (M, width) projections A and S^T A of the
         # inducing values onto the row's input, besides the layers' inputs and outputs
-        width = max(self.hidden_width_ or 0, self.n_features_in_)
+        width = max((*self.hidden_layer_sizes_, self.n_features_in_))
         return self._predict_in_blocks(X, components, row_size=n_draws * width * (3 * self.n_inducing_ + 2))
 
     def predict_uncertainty(self, X):

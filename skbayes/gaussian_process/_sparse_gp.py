@@ -1,34 +1,24 @@
 """SparseGPRegressor: sparse variational Gaussian process regression (SVGP)."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 import torch
 from scipy.stats import norm
 from sklearn.base import RegressorMixin
-from sklearn.gaussian_process.kernels import Kernel, Sum, WhiteKernel
+from sklearn.gaussian_process.kernels import Sum, WhiteKernel
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._docstrings import fill_doc
-from .._param_validation import (
-    N_DRAWS,
-    TRAINING_CONSTRAINTS,
-    Interval,
-    StrOptions,
-    _fit_context,
-    validate_method_params,
-)
+from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
-from ..inference import InferenceMethod
-from ..nn import OBJECTIVES, GaussianLikelihood, cholesky
-from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
+from ..nn import GaussianLikelihood, cholesky
 from .._sklearn_kernels import from_sklearn_kernel
 from ..nn.kernels import WhiteNoise
 from . import _bsgp
-from ._base import _AUTO_BATCH, BaseSparseGP  # noqa: F401 (_AUTO_BATCH: imported from here by _deep_gp)
-from ._base import KERNELS as _KERNELS
+from ._base import SPARSE_GP_CONSTRAINTS, BaseSparseGP
 
 # Largest X for the joint (n, n) covariance of return_cov and sample_y (~200 MB in float64).
 _MAX_JOINT_ROWS = 5000
@@ -87,7 +77,7 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
     return module["gp"].loss(x, y, module["likelihood"], n_data, objective)
 
 
-@fill_doc(n_iter_no_change_default=20, target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
+@fill_doc(target_shape="(n_samples,)", target_mismatch="or X and\ny different lengths.")
 class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     """Sparse variational Gaussian process regression (SVGP).
 
@@ -105,10 +95,18 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     Parameters
     ----------
     kernel : {"rbf", "matern12", "matern32", "matern52"} or sklearn kernel, default="rbf"
-        Covariance function. A string: one length-scale per feature (ARD)
-        and a signal variance, squared exponential or Matérn with nu = 1/2,
-        3/2, 5/2 ([RW2006]_, eqs. 4.9 and 4.14), set by ``length_scale`` and
-        ``signal_std``. A ``sklearn.gaussian_process.kernels.Kernel``, as for
+        Covariance function. A string is an alias of a scikit-learn kernel
+        expression at its initial values: ``"rbf"`` is ``ConstantKernel(1.0)
+        * RBF(np.ones(n_features))``, one length-scale per feature (ARD, 1 in
+        the units of X) and a signal variance of 1 in the units the model
+        works in (the variance of y with ``normalize_y``), and the Matérn
+        strings replace ``RBF`` by ``Matern(np.ones(n_features), nu)`` with
+        nu = 1/2, 3/2, 5/2 ([RW2006]_, eqs. 4.9 and 4.14); its values are
+        softplus-parameterised, without bounds, and the sampled sparse GP
+        (``inference="sghmc"``) puts its hyperpriors on them. For other
+        initial values pass the expression itself (e.g.
+        ``ConstantKernel(2.0) * RBF(0.5)``). A
+        ``sklearn.gaussian_process.kernels.Kernel``, as for
         ``GaussianProcessRegressor``: sums and products of
         ``ConstantKernel``, ``RBF``, ``Matern`` (nu 0.5, 1.5, 2.5, inf),
         ``RationalQuadratic``, ``ExpSineSquared`` and ``DotProduct``, with
@@ -123,10 +121,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         ``GaussianProcessRegressor``, values and bounds are in the units of X
         and of the targets the model works in: standardised y with
         ``normalize_y=True`` (``ConstantKernel(1.0)`` is then the variance of
-        y), y itself otherwise. The fitted kernel is ``kernel_``. With a
-        kernel object, ``length_scale`` and ``signal_std`` are ignored, and
-        ``length_scale_`` and ``signal_std_`` are None. Any other kernel
-        class raises a ValueError that names it.
+        y), y itself otherwise. The fitted kernel is ``kernel_``; with a
+        kernel object ``length_scale_`` and ``signal_std_`` are None. Any
+        other kernel class raises a ValueError that names it.
     n_inducing : int, default=256
         Number M of inducing points; capped at the number of rows. Cost per
         step grows as M^2 (M^3 for the Cholesky of K_zz).
@@ -136,96 +133,61 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         X itself, and the model can be exact.
     learn_inducing : bool, default=True
         Optimise Z; otherwise Z stays at its initial value.
-    length_scale : float or array-like of shape (n_features,), default=1.0
-        Initial (or, without ``learn_hyperparameters``, fixed) length-scales
-        in the units of X. 1.0 suits standardised X.
-    signal_std : float or None, default=None
-        Initial (or fixed) standard deviation of f, sqrt(k(x, x)), in the
-        units of y. None is 1 in the units the model works in: the standard
-        deviation of y with ``normalize_y``, else 1.
+    learn_hyperparameters : bool, default=True
+        Optimise the kernel's hyperparameters and the constant mean. False
+        keeps them at their initial values, like
+        ``GaussianProcessRegressor(optimizer=None)`` (a ``WhiteKernel``'s
+        noise included; ``noise_std="learn"`` is still learned); q(u) is
+        then still fitted.
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation sigma. ``"learn"`` learns it
         (starting at 0.1 in standardised units); a float fixes it, in the
         units of y.
-    learn_hyperparameters : bool, default=True
-        Optimise the length-scales, the signal variance and the constant
-        mean. False keeps them at their initial values, like
-        ``GaussianProcessRegressor(optimizer=None)``; q(u) is then still fitted.
     prior_mean : {"constant", "zero"}, default="constant"
         Prior mean c of f: a learned constant (starting at the mean of the
         targets the model sees) or zero. With ``normalize_y`` zero is the
         mean of y.
     normalize_y : bool, default=True
         Standardise y before fitting; every output is in the units of y.
-    objective : {"vfe", "fitc"}, default="vfe"
-        Training objective. ``"vfe"``: the SVGP evidence lower bound
-        ([Hensman2013]_; [Rossi2022]_, eq. 6.2), the expectation under q of
-        log N(y_n | f_n, sigma^2). ``"fitc"``: the log-of-expectation
-        objective of [Rossi2022]_ (eqs. 6.5 and 6.12), which integrates f_n
-        out of the FITC conditional p(f_n | u) point by point,
-        log N(y_n | mu~_n(u), sigma^2 + k_nn - Q_nn), kept under q(u) with
-        its KL term ([Rossi2022]_, eq. 6.16): GP regression with the
-        heteroskedastic noise sigma^2 + k_nn - Q_nn. At the optimal q(u) it is
-        the FITC log marginal likelihood [Snelson2006]_. Both decompose over
-        points and are exact (no Monte Carlo); they coincide when the
-        inducing points cover the data (Q_nn = k_nn).
-    variational_optimizer : {"adam", "ngd"}, default="adam"
-        How q(u) is updated during training. ``"adam"``: Adam on (m, L),
-        with the other parameters. ``"ngd"``: natural-gradient steps of size
-        ``ngd_step_size`` in the natural parameters of q(u)
-        ([Salimbeni2018]_), with Adam for Z, the hyperparameters and the
-        noise; see :class:`skbayes.nn.NaturalGradient`.
-    ngd_step_size : float, default=0.1
-        Natural-gradient step size gamma in (0, 1], used with
-        ``variational_optimizer="ngd"``. With gamma = 1 one full-batch step
-        solves for the optimal q(u) (the objective is conjugate in u); with
-        minibatches a smaller gamma averages the noise.
-    inference : None or InferenceMethod, default=None
-        None: the variational sparse GP described above. An inference
-        method object that can sample GPs, ``SGHMC(...)``
-        (:class:`skbayes.inference.SGHMC`): the Bayesian sparse GP (BSGP) of
-        [Rossi2022]_, section 6.3: the whitened inducing values, the
-        length-scales, the signal variance, the inducing inputs (with
-        ``learn_inducing``) and the noise (with ``noise_std="learn"``) are
-        sampled jointly from the posterior of eq. 6.17 (the FITC
-        log-of-expectation likelihood, ``objective`` is ignored) with
+    inference : {"variational", "sghmc"}, SparseVariational or SampledSparseGP, default="variational"
+        How the posterior is approximated. ``"variational"``
+        (:class:`skbayes.inference.SparseVariational` at its defaults): the
+        variational sparse GP described above; the object holds the
+        objective (``"vfe"``, the bound of [Hensman2013]_, or ``"fitc"``,
+        the log-of-expectation objective of [Rossi2022]_, eqs. 6.5, 6.12 and
+        6.16, whose optimum over q(u) is the FITC marginal likelihood
+        [Snelson2006]_), the optimiser of q(u) (Adam or natural gradients,
+        [Salimbeni2018]_) and the training loop's ``learning_rate_init``,
+        ``max_iter``, ``tol`` and ``n_iter_no_change``. Its ``n_mc_train``
+        must stay ``"auto"``: both objectives are in closed form.
+        ``"sghmc"`` (:class:`skbayes.inference.SampledSparseGP` at its
+        defaults): the Bayesian sparse GP (BSGP) of [Rossi2022]_, section
+        6.3: the whitened inducing values, the length-scales, the signal
+        variance, the inducing inputs (with ``learn_inducing``) and the
+        noise (with ``noise_std="learn"``) are sampled jointly from the
+        posterior of eq. 6.17 (the FITC log-of-expectation likelihood) with
         log-normal hyperpriors, and predictions average the FITC
         conditionals of the kept samples (see ``doc/bayesian_sparse_gp.md``).
-        The chains start from the variational fit above (all the training
-        parameters apply to it), each with v drawn from the optimal q(v),
-        then follow the method's own schedule of epochs. It needs a string
-        kernel; ``learn_hyperparameters=False`` keeps the kernel fixed;
-        ``warm_start`` and ``partial_fit`` do not apply. Other methods (e.g.
-        ``MCDropout``) raise a ValueError. The method object is cloned,
-        never changed; the clone is ``inference_``.
-    inducing_prior : {"normal", "dpp", "uniform"}, default="normal"
-        Prior p(Z) of the sampled inducing inputs ([Rossi2022]_, section
-        6.3.1): N(0, I) per point (assumes standardised X), the
-        determinantal prior p(Z) ∝ det K_zz, or flat. Used with an
-        ``inference`` method only.
+        The chains start from the object's variational ``start``, each with v
+        drawn from the optimal q(v), then follow the sampler's own schedule
+        of epochs. It needs a string kernel; ``learn_hyperparameters=False``
+        keeps the kernel fixed; ``warm_start`` and ``partial_fit`` do not
+        apply. The object is cloned, never changed; the clone is
+        ``inference_``.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
-    learning_rate_init : float, default=0.01
-        Adam step size.
-    %(max_iter_auto)s
-    tol : float, default=1e-5
-        Minimum improvement of the per-datum loss that resets the
-        ``n_iter_no_change`` counter. Smaller than scikit-learn's 1e-4: up to
-        1,024 rows an epoch is a single full-batch step, and on 300 rows of
-        a sine 1e-4 stopped 0.9 nats (total ELBO) short of 1e-5.
-    %(n_iter_no_change)s
     warm_start : bool, default=False
         Make the next ``fit`` continue from the fitted model instead of
         initialising a new one: the module (q(u), the inducing points, the
         hyperparameters and the noise) and the y standardisation are kept,
         and only the optimiser starts afresh (with the current
-        ``learning_rate_init``). The parameters that shape the model
+        ``inference``'s settings). The parameters that shape the model
         (``kernel``, ``n_inducing``, ``learn_inducing``,
         ``learn_hyperparameters``, ``noise_std``, ``prior_mean``,
-        ``normalize_y``, ``objective``, ``device``, ``dtype``) and the number
-        of features must be those of the fit it continues; otherwise ``fit``
-        starts afresh. ``loss_curve_`` and ``n_iter_`` then describe the
-        latest ``fit`` only.
+        ``normalize_y``, the ``objective`` of ``inference``, ``device``,
+        ``dtype``) and the number of features must be those of the fit it
+        continues; otherwise ``fit`` starts afresh. ``loss_curve_`` and
+        ``n_iter_`` then describe the latest ``fit`` only.
     callbacks : list of skbayes._training.Callback or None, default=None
         Called during training, after the stopping rule (see
         :class:`skbayes._training.Callback`); ``partial_fit`` calls them too,
@@ -261,7 +223,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         ``GaussianProcessRegressor``'s ``kernel_``), so that
         ``GaussianProcessRegressor(kernel=model.kernel_, optimizer=None)``
         is the exact GP with the fitted hyperparameters. Absent after a fit
-        with a sampling ``inference`` (the hyperparameters are a mixture).
+        with a sampled posterior (the hyperparameters are a mixture).
     length_scale_ : ndarray of shape (n_features,) or None
         Fitted length-scales, in the units of X (None with a kernel object).
     signal_std_ : float or None
@@ -281,15 +243,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         over ``partial_fit`` calls. It is the N of the objective.
     best_loss_ : float
         Lowest epoch loss.
-    inference_ : InferenceMethod
-        Only with an ``inference`` method: the clone used by the last fit.
+    inference_ : SparseVariational or SampledSparseGP
+        The inference object of the last fit (a clone of ``inference``, or
+        the object an alias stands for).
     inference_diagnostics_ : dict
-        Only with an ``inference`` method: ``"rhat"``, the largest split
+        Only with a ``SampledSparseGP``: ``"rhat"``, the largest split
         R-hat over the chains of the training log-likelihoods and the log
         hyperparameters, ``"rhat_log_lik"`` and ``"rhat_hyperparameters"``
         (the same split over those two groups), and ``"n_kept_samples"``
-        (all chains). With an
-        inference method ``length_scale_``, ``signal_std_`` and
+        (all chains). With a sampled posterior ``length_scale_``, ``signal_std_`` and
         ``noise_std_`` are posterior means (of the length-scales, of the
         variances), and ``inducing_points_`` is the last kept sample of Z.
     %(torch_estimator_attributes)s
@@ -348,32 +310,22 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     >>> rng = np.random.RandomState(0)
     >>> X = rng.uniform(-3, 3, size=(500, 1))
     >>> y = np.sin(2 * X[:, 0]) + 0.1 * rng.randn(500)
-    >>> model = SparseGPRegressor(n_inducing=20, max_iter=100, random_state=0).fit(X, y)
+    >>> from skbayes.inference import SparseVariational
+    >>> model = SparseGPRegressor(
+    ...     n_inducing=20, inference=SparseVariational(max_iter=100), random_state=0).fit(X, y)
     >>> mean, std = model.predict(X[:3], return_std=True)
     >>> mean.shape, std.shape
     ((3,), (3,))
     """
 
     _parameter_constraints = {
-        "kernel": [StrOptions(set(_KERNELS)), Kernel],
-        "n_inducing": [Interval(Integral, 1, None, closed="left")],
-        "inducing_init": [StrOptions({"kmeans", "random"})],
-        "learn_inducing": ["boolean"],
-        "length_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
-        "signal_std": [Interval(Real, 0, None, closed="neither"), None],
+        **SPARSE_GP_CONSTRAINTS,
         "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
-        "learn_hyperparameters": ["boolean"],
         "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
-        "objective": [StrOptions(set(OBJECTIVES))],
-        "variational_optimizer": [StrOptions({"adam", "ngd"})],
-        "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
-        "inference": [None, InferenceMethod],
-        "inducing_prior": [StrOptions(set(INDUCING_PRIORS))],
-        "warm_start": ["boolean"],
-        **TRAINING_CONSTRAINTS,
-        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
+    # the objectives are in closed form: no Monte-Carlo draws
+    _variational_forms = {"monte_carlo": False}
 
     def __init__(
         self,
@@ -382,22 +334,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         n_inducing=256,
         inducing_init="kmeans",
         learn_inducing=True,
-        length_scale=1.0,
-        signal_std=None,
-        noise_std="learn",
         learn_hyperparameters=True,
+        noise_std="learn",
         prior_mean="constant",
         normalize_y=True,
-        objective="vfe",
-        variational_optimizer="adam",
-        ngd_step_size=0.1,
-        inference=None,
-        inducing_prior="normal",
+        inference="variational",
         batch_size="auto",
-        learning_rate_init=0.01,
-        max_iter="auto",
-        tol=1e-5,
-        n_iter_no_change=20,
         warm_start=False,
         callbacks=None,
         random_state=None,
@@ -409,22 +351,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         self.n_inducing = n_inducing
         self.inducing_init = inducing_init
         self.learn_inducing = learn_inducing
-        self.length_scale = length_scale
-        self.signal_std = signal_std
-        self.noise_std = noise_std
         self.learn_hyperparameters = learn_hyperparameters
+        self.noise_std = noise_std
         self.prior_mean = prior_mean
         self.normalize_y = normalize_y
-        self.objective = objective
-        self.variational_optimizer = variational_optimizer
-        self.ngd_step_size = ngd_step_size
         self.inference = inference
-        self.inducing_prior = inducing_prior
         self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.random_state = random_state
@@ -438,8 +370,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         factory = {"device": self.device_, "dtype": self._dtype}
         if not isinstance(self.kernel, str):
             return self._build_module_from_kernel(X, n_inducing, seed, y, factory)
-        signal_var = 1.0 if self.signal_std is None else (self.signal_std / self._y_scale) ** 2
-        kernel = self._string_kernel(X.shape[1], signal_var, factory)
+        kernel = self._string_kernel(X.shape[1], factory)
         return self._finish_module(X, n_inducing, seed, y, kernel, self._noise_likelihood(factory), factory)
 
     def _noise_likelihood(self, factory):
@@ -466,7 +397,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             if self.prior_mean == "constant":
                 gp.mean_constant.fill_(float(y.mean()))
             gp.set_optimal_q_(
-                self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2, objective=self.objective
+                self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2,
+                objective=self._variational().objective,
             )
         return torch.nn.ModuleDict({"gp": gp, "likelihood": likelihood})
 
@@ -481,7 +413,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         return X, column_or_1d(y, warn=True).astype(np.float64)
 
     _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "noise_std",
-                          "prior_mean", "normalize_y", "objective", "device", "dtype")
+                          "prior_mean", "normalize_y", "device", "dtype")
 
     @property
     def _signal_scale(self):
@@ -500,7 +432,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         return (y - self._y_mean) / self._y_scale
 
     def _minibatch_loss(self, x, y, n_data):
-        return minibatch_loss(self.module_, x, y, n_data, self.objective)
+        return minibatch_loss(self.module_, x, y, n_data, self._variational().objective)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -529,15 +461,20 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             change).
         """
         X, y = self._validate_training_data(X, y, reset=True)
-        if self.inference is not None:
-            return _bsgp.fit_sampled(self, X, y)
+        if _bsgp.is_sampling(self._resolve_inference()):
+            method = _bsgp.check_sampling_method(self)
+            y = self._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
+            X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+            # The chains start from the variational fit (the thesis collects its samples after an optimisation).
+            self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
+            return self._sample_posterior(method, X_t, y_t)
         y = self._continue(y) if self._can_warm_start(X.shape[1]) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
         result = self._train(X_t, y_t, n_samples, self._shuffle_seed)
         with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
             noise_var = self.module_["likelihood"].noise_std[0] ** 2
-            self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self.objective)
+            self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self._variational().objective)
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.n_seen_ = n_samples
@@ -583,6 +520,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """
         first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
         X, y = self._validate_training_data(X, y, reset=first)
+        self._resolve_inference()
         y = self._initialise(X, y) if first else self._prepare_targets(y, reset=False)
         self.n_seen_ += X.shape[0]
         result = self._train(
@@ -743,8 +681,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """Log predictive density of each observation, in nats.
 
         log N(y_i | mean(x_i), std(x_i)^2) in the units of y: the per-point
-        test log-likelihood of the UCI benchmark protocol. With a sampling
-        ``inference`` (SGHMC), the log of the mixture over kept samples,
+        test log-likelihood of the UCI benchmark protocol. With a sampled
+        posterior (SGHMC), the log of the mixture over kept samples,
         log (1/S) sum_s N(y_i | mu_s(x_i), v_s(x_i) + sigma_s^2), instead.
 
         %(log_predictive_density_sections)s

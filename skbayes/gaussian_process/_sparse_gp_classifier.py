@@ -1,25 +1,25 @@
 """SparseGPClassifier: scalable variational Gaussian process classification (SVGP)."""
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 import torch
 from sklearn.base import ClassifierMixin
-from sklearn.gaussian_process.kernels import Kernel, WhiteKernel
+from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from .._docstrings import fill_doc
-from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions, _fit_context
+from .._param_validation import Interval, StrOptions, _fit_context
 from .._uncertainty import ClassifierUncertaintyMixin
-from ..inference import InferenceMethod
 from ..nn import BinaryLikelihood, RobustMaxLikelihood, SoftmaxLikelihood
-from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
 from .._sklearn_kernels import from_sklearn_kernel
 from . import _bsgp
-from ._base import KERNELS, BaseSparseGP
+from ._base import SPARSE_GP_CONSTRAINTS, BaseSparseGP
 
+# Monte-Carlo draws per row and step of the softmax expectation with SparseVariational(n_mc_train="auto").
+_SOFTMAX_DRAWS = 8
 # Likelihoods of one latent function (two classes only).
 _BINARY_LINKS = ("probit", "logit")
 
@@ -34,7 +34,7 @@ def _find_white_kernel(kernel):
     return None
 
 
-@fill_doc(n_iter_no_change_default=20)
+@fill_doc
 class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparseGP):
     r"""Scalable variational Gaussian process classification (SVGP).
 
@@ -69,9 +69,13 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     Parameters
     ----------
     kernel : {"rbf", "matern12", "matern32", "matern52"} or sklearn kernel, default="rbf"
-        Covariance function, shared by the latent functions. A string: one
-        length-scale per feature (ARD) and a signal variance, set by
-        ``length_scale`` and ``signal_std``. A
+        Covariance function, shared by the latent functions. A string is an
+        alias of a scikit-learn kernel expression at its initial values, as
+        in :class:`~skbayes.SparseGPRegressor`: ``"rbf"`` is
+        ``ConstantKernel(1.0) * RBF(np.ones(n_features))`` (signal variance
+        1 in the units of f: probit or logit units), the Matérn strings
+        ``Matern(np.ones(n_features), nu)`` with nu = 1/2, 3/2, 5/2; for other
+        initial values pass the expression itself. A
         ``sklearn.gaussian_process.kernels.Kernel``, as for
         ``GaussianProcessClassifier``: sums and products of
         ``ConstantKernel``, ``RBF``, ``Matern`` (nu 0.5, 1.5, 2.5, inf),
@@ -89,17 +93,12 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         itself.
     learn_inducing : bool, default=True
         Optimise Z; otherwise Z stays at its initial value.
-    length_scale : float or array-like of shape (n_features,), default=1.0
-        Initial (or fixed) length-scales of a string kernel, units of X.
-    signal_std : float, default=1.0
-        Initial (or fixed) standard deviation of f, sqrt(k(x, x)), of a
-        string kernel (units of the latent function: probit or logit units).
     learn_hyperparameters : bool, default=True
         Optimise the kernel hyperparameters and the constant prior means;
         False keeps them at their initial values (q(u) is still fitted).
     likelihood : {"auto", "probit", "logit", "softmax", "robustmax"}, default="auto"
         ``"auto"``: ``"probit"`` for two classes, ``"softmax"`` for more
-        (``"robustmax"`` with an ``inference`` method, which cannot use the
+        (``"robustmax"`` with a sampled posterior, which cannot use the
         softmax).
         ``"probit"`` and ``"logit"``: Bernoulli likelihood of one latent
         function, p(y = 1 | f) = Phi(f) or sigma(f) (two classes only).
@@ -109,33 +108,55 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     n_quadrature : int, default=20
         Gauss-Hermite nodes of the one-dimensional expectations (probit,
         logit, robust-max).
-    n_mc_train : int, default=8
-        Monte-Carlo draws per row and step of the softmax expectation.
-    variational_optimizer : {"adam", "ngd"}, default="adam"
-        How q(u) is updated. ``"adam"``: Adam on (m, L) with the rest.
-        ``"ngd"``: natural-gradient steps of size ``ngd_step_size`` in the
-        natural parameters of q(u) ([Salimbeni2018]_), non-conjugate here,
-        with Adam for Z and the hyperparameters
-        (:class:`skbayes.nn.NaturalGradient`). The default was picked by a
-        measurement (75/25 split, standardised X, full batch, up to 1,000
-        epochs, ``random_state=0``), where the two were close: test
-        log-loss 0.166 (Adam) against 0.165 (NGD) on 300 rows of
-        ``make_moons`` (noise 0.3, M = 50), 0.093 against 0.095 on breast
-        cancer (M = 64), 0.169 against 0.174 on iris (softmax, M = 30); NGD
-        needed fewer epochs on the moons (804 against 1,000). Adam, which
-        needs no step size of its own, is the default.
-    ngd_step_size : float, default=0.1
-        Natural-gradient step size gamma in (0, 1]; [Salimbeni2018]_ use
-        small steps (about 0.1) for non-conjugate likelihoods.
+    n_mc_predict : int, default=100
+        Draws T of the latent values f(x) ~ q(f(x)) behind
+        :meth:`predict_uncertainty` and :meth:`score_ood` (and behind
+        :meth:`predict_proba` with the softmax likelihood, which has no
+        quadrature). The draws are seeded from ``random_state`` at ``fit``,
+        so predictions are deterministic, and they are shared by the rows
+        (f_t(x) = mu(x) + s(x) eps_t), so a row's result does not depend on
+        the other rows. Not used with a sampled posterior, whose kept
+        samples are the draws.
+    inference : {"variational", "sghmc"}, SparseVariational or SampledSparseGP, default="variational"
+        How the posterior is approximated. ``"variational"``
+        (:class:`skbayes.inference.SparseVariational` at its defaults): the
+        variational classifier described above; the object holds the
+        optimiser of q(u) (``optimizer="adam"``, Adam on (m, L) with the
+        rest, or ``"ngd"``, natural-gradient steps in the natural parameters
+        of q(u), non-conjugate here, [Salimbeni2018]_), the Monte-Carlo draws
+        of the softmax expectation (``n_mc_train="auto"``: 8) and the
+        training loop's ``learning_rate_init``, ``max_iter``, ``tol`` and
+        ``n_iter_no_change``. Its ``objective`` must be ``"vfe"`` (the bound
+        above). Adam is the default optimiser by a measurement (75/25 split,
+        standardised X, full batch, up to 1,000 epochs, ``random_state=0``),
+        where the two were close: test log-loss 0.166 (Adam) against 0.165
+        (NGD) on 300 rows of ``make_moons`` (noise 0.3, M = 50), 0.093 against
+        0.095 on breast cancer (M = 64), 0.169 against 0.174 on iris
+        (softmax, M = 30); NGD needed fewer epochs on the moons (804 against
+        1,000). ``"sghmc"`` (:class:`skbayes.inference.SampledSparseGP` at its
+        defaults): the Bayesian sparse GP (BSGP) of [Rossi2022]_, section 6.3,
+        as in :class:`~skbayes.SparseGPRegressor`: the whitened inducing
+        values v of every latent function, the length-scales, the signal
+        variance and the inducing inputs (with ``learn_inducing``) are
+        sampled jointly from the posterior of eq. 6.17 with log-normal
+        hyperpriors, whose data term is the log of the expected likelihood
+        under the FITC conditional N(mu~_n, s~_n^2) of f_n given v (eq.
+        6.13): log Phi(y~_n mu~_n / sqrt(1 + s~_n^2)) with y~_n = +-1 for the
+        probit link (eq. 6.14), Gauss-Hermite quadrature inside the log for
+        the logit link and the robust-max likelihood. The softmax likelihood
+        has no such cheap form and raises a ValueError (``"auto"`` picks the
+        robust-max for more than two classes). :meth:`predict_proba`
+        averages over the kept samples the class probabilities of each
+        sample's FITC conditional, and the kept samples are the draws of
+        :meth:`predict_uncertainty`. The chains start from the object's
+        variational ``start``, each with v drawn from the fitted q(v), then
+        follow the sampler's own schedule of epochs. It needs a string
+        kernel; ``learn_hyperparameters=False`` keeps the kernel fixed; a fit
+        always starts afresh (``warm_start`` does not apply). The object is
+        cloned, never changed; the clone is ``inference_``. See
+        ``doc/bayesian_sparse_gp.md``.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
-    learning_rate_init : float, default=0.01
-        Adam step size.
-    %(max_iter_auto)s
-    tol : float, default=1e-5
-        Minimum improvement of the per-datum loss that resets the
-        ``n_iter_no_change`` counter.
-    %(n_iter_no_change)s
     warm_start : bool, default=False
         Make the next ``fit`` continue from the fitted model (q(u), Z, the
         hyperparameters) with a new optimiser, when the parameters that
@@ -153,46 +174,6 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     %(device)s
     dtype : {"float32", "float64"} or None, default=None
         Precision; None is float64 on the CPU and float32 on accelerators.
-    n_mc_predict : int, default=100
-        Draws T of the latent values f(x) ~ q(f(x)) behind
-        :meth:`predict_uncertainty` and :meth:`score_ood` (and behind
-        :meth:`predict_proba` with the softmax likelihood, which has no
-        quadrature). The draws are seeded from ``random_state`` at ``fit``,
-        so predictions are deterministic, and they are shared by the rows
-        (f_t(x) = mu(x) + s(x) eps_t), so a row's result does not depend on
-        the other rows. Not used with an ``inference`` method, whose kept
-        samples are the draws.
-    inference : None or InferenceMethod, default=None
-        None: the variational classifier described above. An inference
-        method object that can sample GPs, ``SGHMC(...)``
-        (:class:`skbayes.inference.SGHMC`): the Bayesian sparse GP (BSGP) of
-        [Rossi2022]_, section 6.3, as in :class:`~skbayes.SparseGPRegressor`:
-        the whitened inducing values v of every latent function, the
-        length-scales, the signal variance and the inducing inputs (with
-        ``learn_inducing``) are sampled jointly from the posterior of eq.
-        6.17 with log-normal hyperpriors, whose data term is the log of the
-        expected likelihood under the FITC conditional N(mu~_n, s~_n^2) of
-        f_n given v (eq. 6.13): log Phi(y~_n mu~_n / sqrt(1 + s~_n^2)) with
-        y~_n = +-1 for the probit link (eq. 6.14), Gauss-Hermite quadrature
-        inside the log for the logit link and the robust-max likelihood. The
-        softmax likelihood has no such cheap form and raises a ValueError
-        (``"auto"`` picks the robust-max for more than two classes).
-        :meth:`predict_proba` averages over the kept samples the class
-        probabilities of each sample's FITC conditional, and the kept
-        samples are the draws of :meth:`predict_uncertainty`. The chains
-        start from the variational fit above (all the training parameters
-        apply to it), each with v drawn from the fitted q(v), then follow
-        the method's own schedule of epochs. It needs a string kernel;
-        ``learn_hyperparameters=False`` keeps the kernel fixed; a fit always
-        starts afresh (``warm_start`` does not apply). Other methods (e.g.
-        ``MCDropout``) raise a ValueError. The method object is cloned,
-        never changed; the clone is ``inference_``. See
-        ``doc/bayesian_sparse_gp.md``.
-    inducing_prior : {"normal", "dpp", "uniform"}, default="normal"
-        Prior p(Z) of the sampled inducing inputs ([Rossi2022]_, section
-        6.3.1): N(0, I) per point (assumes standardised X), the
-        determinantal prior p(Z) ∝ det K_zz, or flat. Used with an
-        ``inference`` method only.
 
     Attributes
     ----------
@@ -205,8 +186,8 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         for the softmax and robust-max likelihoods) and ``"likelihood"``
         (:class:`skbayes.nn.BinaryLikelihood`,
         :class:`skbayes.nn.SoftmaxLikelihood` or
-        :class:`skbayes.nn.RobustMaxLikelihood`); with an ``inference``
-        method also ``"samples"``
+        :class:`skbayes.nn.RobustMaxLikelihood`); with a sampled
+        posterior also ``"samples"``
         (:class:`skbayes.nn.bayesian_sparse_gp.KeptStates`, the kept
         samples, chain-major), and ``"gp"`` holds the last one.
     inducing_points_ : ndarray of shape (`n_inducing_`, n_features)
@@ -217,26 +198,27 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         With a kernel object: the same structure with the fitted
         hyperparameter values. With a string kernel:
         ``ConstantKernel(s^2) * RBF(l)`` (``Matern`` for the Matérn
-        strings) with the fitted values. Not set with an ``inference``
-        method (the hyperparameters are a mixture).
+        strings) with the fitted values. Not set with a sampled
+        posterior (the hyperparameters are a mixture).
     length_scale_ : ndarray of shape (n_features,) or None
-        Fitted length-scales (None with a kernel object); with an
-        ``inference`` method their posterior mean over the kept samples.
+        Fitted length-scales (None with a kernel object); with a
+        sampled posterior their posterior mean over the kept samples.
     signal_std_ : float or None
-        Fitted standard deviation of f (None with a kernel object); with an
-        ``inference`` method sqrt of the posterior mean of s^2.
-    inference_ : InferenceMethod
-        Only with an ``inference`` method: the clone used by the last fit.
+        Fitted standard deviation of f (None with a kernel object); with a
+        sampled posterior sqrt of the posterior mean of s^2.
+    inference_ : SparseVariational or SampledSparseGP
+        The inference object of the last fit (a clone of ``inference``, or
+        the object an alias stands for).
     inference_diagnostics_ : dict
-        Only with an ``inference`` method: ``"rhat"``, the largest split
+        Only with a sampled posterior (``SampledSparseGP``): ``"rhat"``, the largest split
         R-hat over the chains of the traced scalars (the mean and the first
         8 training log-likelihoods of eq. 6.13 over the first 512 rows, the
         log length-scales and log signal variance), split into
         ``"rhat_log_lik"`` and ``"rhat_hyperparameters"``, and
         ``"n_kept_samples"`` (all chains).
     loss_curve_ : list of float
-        Per-datum negative ELBO (nats) of each epoch; with an ``inference``
-        method the per-datum energy (eq. 6.17) of each sampling epoch.
+        Per-datum negative ELBO (nats) of each epoch; with a sampled
+        posterior the per-datum energy (eq. 6.17) of each sampling epoch.
     %(n_iter_)s
     n_seen_ : int
         Training rows, the N of the objective.
@@ -276,31 +258,21 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     >>> from sklearn.datasets import make_moons
     >>> from skbayes import SparseGPClassifier
     >>> X, y = make_moons(200, noise=0.2, random_state=0)
-    >>> clf = SparseGPClassifier(n_inducing=20, max_iter=100, random_state=0).fit(X, y)
+    >>> from skbayes.inference import SparseVariational
+    >>> clf = SparseGPClassifier(
+    ...     n_inducing=20, inference=SparseVariational(max_iter=100), random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 2)
     """
 
     _parameter_constraints = {
-        "kernel": [StrOptions(set(KERNELS)), Kernel],
-        "n_inducing": [Interval(Integral, 1, None, closed="left")],
-        "inducing_init": [StrOptions({"kmeans", "random"})],
-        "learn_inducing": ["boolean"],
-        "length_scale": [Interval(Real, 0, None, closed="neither"), "array-like"],
-        "signal_std": [Interval(Real, 0, None, closed="neither")],
-        "learn_hyperparameters": ["boolean"],
+        **SPARSE_GP_CONSTRAINTS,
         "likelihood": [StrOptions({"auto", "probit", "logit", "softmax", "robustmax"})],
         "n_quadrature": [Interval(Integral, 1, None, closed="left")],
-        "n_mc_train": [Interval(Integral, 1, None, closed="left")],
-        "variational_optimizer": [StrOptions({"adam", "ngd"})],
-        "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
-        "warm_start": ["boolean"],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
-        "inference": [None, InferenceMethod],
-        "inducing_prior": [StrOptions(set(INDUCING_PRIORS))],
-        **TRAINING_CONSTRAINTS,
-        "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     }
+    # the ELBO only (no FITC objective)
+    _variational_forms = {"objectives": ("vfe",)}
 
     _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "likelihood",
                           "device", "dtype")
@@ -312,59 +284,39 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         n_inducing=256,
         inducing_init="kmeans",
         learn_inducing=True,
-        length_scale=1.0,
-        signal_std=1.0,
         learn_hyperparameters=True,
         likelihood="auto",
         n_quadrature=20,
-        n_mc_train=8,
-        variational_optimizer="adam",
-        ngd_step_size=0.1,
+        n_mc_predict=100,
+        inference="variational",
         batch_size="auto",
-        learning_rate_init=0.01,
-        max_iter="auto",
-        tol=1e-5,
-        n_iter_no_change=20,
         warm_start=False,
         callbacks=None,
         random_state=None,
         verbose=False,
         device="auto",
         dtype=None,
-        n_mc_predict=100,
-        inference=None,
-        inducing_prior="normal",
     ):
         self.kernel = kernel
         self.n_inducing = n_inducing
         self.inducing_init = inducing_init
         self.learn_inducing = learn_inducing
-        self.length_scale = length_scale
-        self.signal_std = signal_std
         self.learn_hyperparameters = learn_hyperparameters
         self.likelihood = likelihood
         self.n_quadrature = n_quadrature
-        self.n_mc_train = n_mc_train
-        self.variational_optimizer = variational_optimizer
-        self.ngd_step_size = ngd_step_size
+        self.n_mc_predict = n_mc_predict
+        self.inference = inference
         self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.n_iter_no_change = n_iter_no_change
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
         self.dtype = dtype
-        self.n_mc_predict = n_mc_predict
-        self.inference = inference
-        self.inducing_prior = inducing_prior
 
     # ------------------------------------------------------------------ fitting
     def _resolve_likelihood(self, n_classes):
-        sampled = self.inference is not None
+        sampled = _bsgp.is_sampling(self.inference_)
         if self.likelihood == "auto":
             if n_classes == 2:
                 return "probit"
@@ -376,7 +328,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
             )
         if sampled and self.likelihood == "softmax":
             raise ValueError(
-                f"SparseGPClassifier with inference={type(self.inference).__name__}(...) cannot use "
+                "SparseGPClassifier with a sampled posterior (inference=SampledSparseGP(...)) cannot use "
                 "likelihood='softmax': the sampled posterior (Rossi 2022, eq. 6.17) needs the log of the "
                 "expected likelihood under the FITC conditional, which the softmax has in no cheap form "
                 "(a Monte-Carlo average inside the log is biased). Use likelihood='robustmax' (or 'auto')."
@@ -387,12 +339,12 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         if name in _BINARY_LINKS:
             return BinaryLikelihood(name, n_quadrature=self.n_quadrature)
         if name == "softmax":
-            return SoftmaxLikelihood(n_mc=self.n_mc_train)
+            return SoftmaxLikelihood(n_mc=self._variational().n_draws(_SOFTMAX_DRAWS))
         return RobustMaxLikelihood(n_classes, n_quadrature=self.n_quadrature)
 
     def _kernel_module(self, n_features, factory):
         if isinstance(self.kernel, str):
-            return self._string_kernel(n_features, float(self.signal_std) ** 2, factory)
+            return self._string_kernel(n_features, factory)
         white = _find_white_kernel(self.kernel)
         if white is not None:
             raise ValueError(
@@ -455,12 +407,11 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         classes, encoded = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"SparseGPClassifier needs samples of at least 2 classes; got 1 class ({classes[0]!r}).")
-        method = None if self.inference is None else _bsgp.check_sampling_method(self)
+        self.__dict__.pop("inference_diagnostics_", None)
+        method = _bsgp.check_sampling_method(self) if _bsgp.is_sampling(self._resolve_inference()) else None
         likelihood = self._resolve_likelihood(len(classes))
         self.classes_ = classes
         encoded = encoded.astype(np.float64)
-        for name in ("inference_", "inference_diagnostics_"):
-            self.__dict__.pop(name, None)
         # A sampled fit always starts afresh (its chains start from a new variational fit).
         if method is None and self._can_warm_start(X.shape[1]) and not _bsgp.is_sampled(self):
             encoded = self._continue(encoded)
@@ -476,7 +427,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         finally:
             del self._mc_generator
         if method is not None:  # the chains start from the variational fit (Rossi 2022, section 6.3)
-            return _bsgp.sample_posterior(self, method, X_t, y_t)
+            return self._sample_posterior(method, X_t, y_t)
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.n_seen_ = X.shape[0]
@@ -511,7 +462,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     def predict_latent(self, X):
         """Mean and standard deviation of the latent q(f(x)) (Rossi 2022, eq. 6.7).
 
-        With an ``inference`` method: those of the mixture over the kept
+        With a sampled posterior: those of the mixture over the kept
         samples of their FITC conditionals (eqs. 6.9-6.10).
 
         %(parameters_X)s
@@ -543,7 +494,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         the scores rank the rows as :meth:`predict_proba` does and their
         sign (argmax) is :meth:`predict`; where s = 0 the binary scores are
         the latent mean itself. :meth:`predict_latent` gives mu and s. With
-        an ``inference`` method the binary score is log(p_1 / p_0) of
+        a sampled posterior the binary score is log(p_1 / p_0) of
         :meth:`predict_proba` for both links.
 
         %(parameters_X)s
@@ -571,7 +522,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         Probit: the closed form Phi(mu / sqrt(1 + s^2)) (Rossi 2022, eq.
         6.14); logit and robust-max: Gauss-Hermite quadrature; softmax: the
         average of softmax(mu + s * eps_t) over ``n_mc_predict`` seeded draws.
-        With an ``inference`` method: the average over the kept samples of
+        With a sampled posterior: the average over the kept samples of
         the same expectation under each sample's FITC conditional of f(x)
         given v (eqs. 6.9-6.10) with its Z and hyperparameters.
 
@@ -607,7 +558,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
 
         f_t(x) = mu(x) + s(x) eps_t with eps_t shared by the rows (the
         marginal of each row is q(f(x)) exactly); p_t = p(y | f_t(x)).
-        With an ``inference`` method the draws are the kept samples, p_s =
+        With a sampled posterior the draws are the kept samples, p_s =
         the class probabilities of sample s's FITC conditional
         (:func:`skbayes.gaussian_process._bsgp.class_probability_draws`), so
         that the expected entropy and the mutual information are over the

@@ -12,11 +12,18 @@ Each estimator documents its own default: ``BayesianMLPRegressor``'s is
 ``SGHMC()``, chosen by measurement on the UCI regression benchmark
 (``doc/defaults.md``); ``doc/inference_methods.md`` compares all of them.
 ``doc/adding_an_inference_method.md`` shows how to write a new one.
+
+The Gaussian-process estimators take their own objects:
+:class:`SparseVariational` (their default, ``inference="variational"``) and
+:class:`SampledSparseGP` (``inference="sghmc"``: SGHMC, or another method that
+can sample GPs, after a variational start); their aliases are
+:data:`GP_ALIASES`, not :data:`ALIASES`.
 """
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._ensemble import DeepEnsemble
 from ._gan import BayesByGAN
+from ._gp import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
 from ._gpi_prior import GPInducedPrior
 from ._hypernet import BayesByHypernet
 from ._mnf import MNF
@@ -32,6 +39,7 @@ __all__ = [
     "BayesByHypernet",
     "DeepEnsemble",
     "FitContext",
+    "GP_ALIASES",
     "GPInducedPrior",
     "InferenceMethod",
     "MCDropout",
@@ -40,9 +48,12 @@ __all__ = [
     "ModelSettings",
     "PBP",
     "SGHMC",
+    "SampledSparseGP",
+    "SparseVariational",
     "Training",
     "Vadam",
     "WHVI",
+    "resolve_gp_inference",
     "resolve_inference",
 ]
 

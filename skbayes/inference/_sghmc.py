@@ -238,7 +238,7 @@ class SGHMC(StackedMLPMethod):
     size). ``neg_log_prior`` is the summed sum(w^2) / (2 prior_scale^2) of
     the kept samples.
 
-    The same object samples a sparse GP: ``SparseGPRegressor(inference=SGHMC(...))``
+    The same object samples a sparse GP: ``SparseGPRegressor(inference=SampledSparseGP(SGHMC(...)))``
     draws the whitened inducing values, hyperparameters, inducing inputs and
     noise of the Bayesian sparse GP (Rossi 2022, section 6.3) through
     :meth:`prepare_gp`, with this schedule and sampler.

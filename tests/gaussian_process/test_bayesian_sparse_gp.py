@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 from skbayes import SparseGPRegressor
-from skbayes.inference import PBP, SGHMC, MCDropout
+from skbayes.inference import PBP, SGHMC, MCDropout, SampledSparseGP, SparseVariational
 from skbayes.nn.bayesian_sparse_gp import SparseGPPriors, mixture_moments
 from skbayes.nn.priors import dpp_log_prob, log_normal_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
@@ -35,9 +35,8 @@ def _exact_sampler(random_state=0, **sghmc):
     settings = {"n_chains": N_CHAINS, "burn_in": 300, "thinning": 5, "n_kept_samples": N_KEPT,
                 "step_size": 0.03, "friction": 0.5, **sghmc}
     return SparseGPRegressor(
-        n_inducing=100, learn_inducing=False, learn_hyperparameters=False, length_scale=1.0, signal_std=1.0,
-        noise_std=NOISE, prior_mean="zero", normalize_y=False, random_state=random_state,
-        inference=SGHMC(**settings),
+        n_inducing=100, learn_inducing=False, learn_hyperparameters=False, noise_std=NOISE, prior_mean="zero", normalize_y=False, random_state=random_state,
+        inference=SampledSparseGP(SGHMC(**settings)),
     )
 
 
@@ -157,10 +156,13 @@ def test_normal_and_dpp_priors():
 
 
 # ---------------------------------------------------------------- estimator contract
-def _small(**params):
+def _small(inducing_prior="normal", **params):
     return SparseGPRegressor(
-        n_inducing=8, random_state=0, max_iter=50, learning_rate_init=0.05,
-        inference=SGHMC(n_chains=2, burn_in=40, thinning=2, n_kept_samples=4, step_size=1e-2, friction=0.3), **params
+        n_inducing=8, random_state=0, **params,
+        inference=SampledSparseGP(
+            SGHMC(n_chains=2, burn_in=40, thinning=2, n_kept_samples=4, step_size=1e-2, friction=0.3),
+            inducing_prior=inducing_prior, start=SparseVariational(max_iter=50, learning_rate_init=0.05),
+        ),
     )
 
 
@@ -186,7 +188,8 @@ def test_check_estimator():
 def test_fitted_attributes_pickle_and_dpp_prior():
     X, y = _data()
     model = _small(inducing_prior="dpp", batch_size=20).fit(X, y)
-    assert isinstance(model.inference_, SGHMC) and model.inference_ is not model.inference
+    assert isinstance(model.inference_, SampledSparseGP) and model.inference_ is not model.inference
+    assert isinstance(model.inference_.sampling_method("SparseGPRegressor"), SGHMC)
     assert model.length_scale_.shape == (2,) and model.signal_std_ > 0 and model.noise_std_ > 0
     assert model.inducing_points_.shape == (8, 2)
     assert len(model.loss_curve_) == model.n_iter_ == 40 + 2 * 4
@@ -197,8 +200,10 @@ def test_fitted_attributes_pickle_and_dpp_prior():
 def test_grid_search_over_inference():
     X, y = _data(80)
     search = GridSearchCV(
-        SparseGPRegressor(n_inducing=8, max_iter=20, random_state=0),
-        {"inference": [None, SGHMC(n_chains=2, burn_in=10, thinning=2, n_kept_samples=4, step_size=1e-3)]},
+        SparseGPRegressor(n_inducing=8, random_state=0),
+        {"inference": [SparseVariational(max_iter=20), SampledSparseGP(
+            SGHMC(n_chains=2, burn_in=10, thinning=2, n_kept_samples=4, step_size=1e-3),
+            start=SparseVariational(max_iter=20))]},
         cv=2,
     ).fit(X, y)
     assert len(search.cv_results_["mean_test_score"]) == 2
@@ -208,7 +213,7 @@ def test_grid_search_over_inference():
 def test_refused_inference(method):
     X, y = _data()
     with pytest.raises(ValueError, match=type(method).__name__):
-        SparseGPRegressor(inference=method).fit(X, y)
+        SparseGPRegressor(inference=SampledSparseGP(method)).fit(X, y)
 
 
 def test_refused_kernel_object_and_partial_fit():
@@ -220,8 +225,9 @@ def test_refused_kernel_object_and_partial_fit():
 
 def test_default_inference_is_the_variational_model():
     X, y = _data()
-    default = SparseGPRegressor(n_inducing=8, max_iter=20, random_state=0).fit(X, y)
-    explicit = SparseGPRegressor(n_inducing=8, max_iter=20, random_state=0, inference=None).fit(X, y)
+    default = SparseGPRegressor(n_inducing=8, random_state=0).fit(X, y)
+    explicit = SparseGPRegressor(n_inducing=8, random_state=0, inference=SparseVariational()).fit(X, y)
+    assert default.inference == "variational" and isinstance(default.inference_, SparseVariational)
     np.testing.assert_array_equal(default.predict(X), explicit.predict(X))
     assert "samples" not in default.module_ and not hasattr(default, "inference_diagnostics_")
 
@@ -243,7 +249,9 @@ def test_boston_predictive_is_sane():
     variational = SparseGPRegressor(n_inducing=32, random_state=0).fit(X_train, y_train)
     sampled = SparseGPRegressor(
         n_inducing=32, random_state=0, batch_size=128,
-        inference=SGHMC(n_chains=2, burn_in=200, thinning=5, n_kept_samples=20, step_size=3e-3, friction=0.3),
+        inference=SampledSparseGP(
+            SGHMC(n_chains=2, burn_in=200, thinning=5, n_kept_samples=20, step_size=3e-3, friction=0.3),
+        ),
     ).fit(X_train, y_train)
     ll_v = variational.log_predictive_density(X_test, y_test).mean()
     ll_s = sampled.log_predictive_density(X_test, y_test).mean()
@@ -263,10 +271,10 @@ def test_log_predictive_density_is_the_mixture_over_kept_samples():
     X = rng.uniform(-2, 2, size=(60, 1))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.randn(60)
     model = SparseGPRegressor(
-        n_inducing=8,
-        max_iter=30,
-        random_state=0,
-        inference=SGHMC(n_chains=2, burn_in=20, thinning=2, n_kept_samples=5),
+        n_inducing=8, random_state=0,
+        inference=SampledSparseGP(
+            SGHMC(n_chains=2, burn_in=20, thinning=2, n_kept_samples=5), start=SparseVariational(max_iter=30),
+        ),
     ).fit(X, y)
     X_test = np.linspace(-3, 3, 9)[:, None]
     y_test = np.sin(2 * X_test[:, 0])

@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 from skbayes import SparseGPClassifier
-from skbayes.inference import PBP, SGHMC, MCDropout
+from skbayes.inference import PBP, SGHMC, MCDropout, SampledSparseGP, SparseVariational
 from skbayes.nn import BinaryLikelihood, RobustMaxLikelihood
 from skbayes.nn.bayesian_sparse_gp import SparseGPPriors, neg_log_posterior
 
@@ -27,9 +27,11 @@ def _sghmc(**params):
     return SGHMC(**settings)
 
 
-def _small(**params):
-    settings = {"n_inducing": 8, "random_state": 0, "max_iter": 40, "learning_rate_init": 0.05,
-                "inference": _sghmc(), **params}
+def _small(max_iter=40, sampler=None, **params):
+    """A sampled classifier: SGHMC after a short variational start of ``max_iter`` epochs."""
+    start = SparseVariational(max_iter=max_iter, learning_rate_init=0.05)
+    settings = {"n_inducing": 8, "random_state": 0,
+                "inference": SampledSparseGP(sampler or _sghmc(), start=start), **params}
     return SparseGPClassifier(**settings)
 
 
@@ -200,10 +202,13 @@ def test_accuracy_on_moons_close_to_the_variational_classifier():
     X_test, y_test = _moons(1000, seed=1)
     scaler = StandardScaler().fit(X)
     X, X_test = scaler.transform(X), scaler.transform(X_test)
-    settings = {"n_inducing": 20, "max_iter": 200, "learning_rate_init": 0.05, "random_state": 0}
-    variational = SparseGPClassifier(**settings).fit(X, y)
-    sampled = SparseGPClassifier(**settings, inference=SGHMC(n_chains=2, burn_in=100, thinning=2,
-                                                             n_kept_samples=20)).fit(X, y)
+    fit = SparseVariational(max_iter=200, learning_rate_init=0.05)
+    settings = {"n_inducing": 20, "random_state": 0}
+    variational = SparseGPClassifier(**settings, inference=fit).fit(X, y)
+    sampled = SparseGPClassifier(
+        **settings,
+        inference=SampledSparseGP(SGHMC(n_chains=2, burn_in=100, thinning=2, n_kept_samples=20), start=fit),
+    ).fit(X, y)
     acc_v, acc_s = variational.score(X_test, y_test), sampled.score(X_test, y_test)
     assert acc_s > 0.85 and abs(acc_s - acc_v) < 0.03
     np.testing.assert_allclose(sampled.predict_proba(X_test), variational.predict_proba(X_test), atol=0.25)
@@ -240,12 +245,13 @@ def test_warm_start_starts_afresh(binary_fit):
 
 
 def test_check_estimator():
-    check_estimator(_small(n_inducing=5, max_iter=10, inference=_sghmc(burn_in=6, n_kept_samples=4, thinning=1)))
+    check_estimator(_small(n_inducing=5, max_iter=10, sampler=_sghmc(burn_in=6, n_kept_samples=4, thinning=1)))
 
 
 def test_fitted_attributes_and_pickle(binary_fit):
     X, y, model = binary_fit
-    assert isinstance(model.inference_, SGHMC) and model.inference_ is not model.inference
+    assert isinstance(model.inference_, SampledSparseGP) and model.inference_ is not model.inference
+    assert isinstance(model.inference_.sampling_method("SparseGPClassifier"), SGHMC)
     assert {"rhat", "rhat_log_lik", "rhat_hyperparameters"} <= set(model.inference_diagnostics_)
     assert model.length_scale_.shape == (2,) and model.signal_std_ > 0 and model.inducing_points_.shape == (8, 2)
     # The sampler's epochs: the burn-in, then `thinning` per kept sample.
@@ -257,8 +263,9 @@ def test_fitted_attributes_and_pickle(binary_fit):
 def test_grid_search_over_inference():
     X, y = _moons(80)
     search = GridSearchCV(
-        SparseGPClassifier(n_inducing=8, max_iter=20, random_state=0),
-        {"inference": [None, _sghmc(burn_in=10, n_kept_samples=4)]}, cv=2,
+        SparseGPClassifier(n_inducing=8, random_state=0),
+        {"inference": [SparseVariational(max_iter=20), SampledSparseGP(
+            _sghmc(burn_in=10, n_kept_samples=4), start=SparseVariational(max_iter=20))]}, cv=2,
     ).fit(X, y)
     assert len(search.cv_results_["mean_test_score"]) == 2
 
@@ -267,14 +274,15 @@ def test_grid_search_over_inference():
 def test_refused_inference(method):
     X, y = _moons(40)
     with pytest.raises(ValueError, match=type(method).__name__):
-        SparseGPClassifier(inference=method).fit(X, y)
+        SparseGPClassifier(inference=SampledSparseGP(method)).fit(X, y)
 
 
 def test_refused_kernel_object_and_default_is_variational():
     X, y = _moons(60)
     with pytest.raises(ValueError, match="string kernel"):
         _small(kernel=RBF()).fit(X, y)
-    default = SparseGPClassifier(n_inducing=8, max_iter=20, random_state=0).fit(X, y)
-    explicit = SparseGPClassifier(n_inducing=8, max_iter=20, random_state=0, inference=None).fit(X, y)
+    default = SparseGPClassifier(n_inducing=8, random_state=0).fit(X, y)
+    explicit = SparseGPClassifier(n_inducing=8, random_state=0, inference=SparseVariational()).fit(X, y)
+    assert default.inference == "variational" and isinstance(default.inference_, SparseVariational)
     np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
     assert "samples" not in default.module_ and not hasattr(default, "inference_diagnostics_")

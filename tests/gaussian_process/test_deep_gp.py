@@ -18,6 +18,7 @@ from skbayes import DeepGPRegressor, SparseGPRegressor
 from skbayes.datasets import get_uci_split, load_uci
 from skbayes.nn import linear_mean_weights
 from skbayes.nn.kernels import WhiteNoise
+from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -39,7 +40,10 @@ def step_data():
 @pytest.fixture(scope="module")
 def fitted(step_data):
     (X, y), _ = step_data
-    return DeepGPRegressor(n_inducing=20, max_iter=300, n_iter_no_change=300, random_state=0).fit(X, y)
+    return DeepGPRegressor(
+        n_inducing=20, random_state=0,
+        inference=SparseVariational(max_iter=300, n_iter_no_change=300),
+    ).fit(X, y)
 
 
 # ------------------------------------------------------------ one-layer case
@@ -48,9 +52,10 @@ def test_one_layer_is_the_sparse_gp():
     X = rng.uniform(-2, 2, size=(300, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.2 * rng.randn(300)
     X_test = rng.uniform(-3, 3, size=(50, 2))
-    settings = {"n_inducing": 15, "max_iter": 40, "n_iter_no_change": 100, "batch_size": 100, "random_state": 3}
+    settings = {"n_inducing": 15, "inference": SparseVariational(max_iter=40, n_iter_no_change=100), "batch_size": 100,
+                "random_state": 3}
     sparse = SparseGPRegressor(**settings).fit(X, y)
-    deep = DeepGPRegressor(1, **settings).fit(X, y)
+    deep = DeepGPRegressor((), **settings).fit(X, y)
     # Same initial state (first epoch starts there) and the same training, step by step.
     np.testing.assert_allclose(deep.loss_curve_, sparse.loss_curve_, rtol=1e-10)
     np.testing.assert_allclose(deep.inducing_points_[0], sparse.inducing_points_, rtol=1e-9, atol=1e-12)
@@ -153,7 +158,7 @@ def test_prediction_does_not_depend_on_the_other_rows(fitted, step_data):
 # --------------------------------------------------------------- behaviour
 def test_same_random_state_same_results(step_data):
     (X, y), (X_test, _) = step_data
-    params = {"n_inducing": 10, "max_iter": 20, "n_mc_predict": 10}
+    params = {"n_inducing": 10, "inference": SparseVariational(max_iter=20), "n_mc_predict": 10}
     first = DeepGPRegressor(random_state=1, **params).fit(X, y)
     second = DeepGPRegressor(random_state=1, **params).fit(X, y)
     other = DeepGPRegressor(random_state=2, **params).fit(X, y)
@@ -167,7 +172,7 @@ def test_noise_recovery_and_the_step_function(fitted, step_data):
     (X, y), (X_test, y_test) = step_data
     # The noise std is 0.1; a stationary GP must smear the step into extra noise.
     assert abs(fitted.noise_std_ - NOISE) < 0.03
-    sparse = SparseGPRegressor(n_inducing=20, max_iter=300, random_state=0).fit(X, y)
+    sparse = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=300)).fit(X, y)
     assert sparse.noise_std_ > fitted.noise_std_
     assert fitted.log_predictive_density(X_test, y_test).mean() > sparse.log_predictive_density(X_test, y_test).mean()
 
@@ -202,11 +207,17 @@ def test_sample_y_draws_from_the_predictive(fitted):
 def test_three_layers_and_width_and_kernel_object(step_data):
     (X, y), (X_test, _) = step_data
     X2 = np.hstack([X, np.cos(X)])
-    model = DeepGPRegressor(3, hidden_width=3, n_inducing=10, max_iter=5, n_mc_predict=5, random_state=0).fit(X2, y)
-    assert model.hidden_width_ == 3
+    model = DeepGPRegressor(
+        (3, 3), n_inducing=10, n_mc_predict=5, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X2, y)
+    assert model.hidden_layer_sizes_ == (3, 3)
     assert [z.shape for z in model.inducing_points_] == [(10, 2), (10, 3), (10, 3)]
     kernel = 1.0 * RBF(1.0) + WhiteKernel(0.05)
-    with_kernel = DeepGPRegressor(kernel=kernel, n_inducing=10, max_iter=5, n_mc_predict=5, random_state=0).fit(X, y)
+    with_kernel = DeepGPRegressor(
+        kernel=kernel, n_inducing=10, n_mc_predict=5, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     assert np.all(np.isfinite(with_kernel.predict(X_test[:5])))
     # The WhiteKernel term is the observation noise: noise_std_ is its fitted noise_level, in the units of y.
     white = [m for m in with_kernel.module_.modules() if isinstance(m, WhiteNoise)]
@@ -227,25 +238,31 @@ def test_pickle_round_trip(fitted, step_data):
 
 def test_grid_search_over_depth(step_data):
     (X, y), _ = step_data
-    pipe = make_pipeline(StandardScaler(), DeepGPRegressor(n_inducing=10, max_iter=30, n_mc_predict=10, random_state=0))
-    search = GridSearchCV(pipe, {"deepgpregressor__n_layers": [1, 2]}, cv=2).fit(X, y)
-    assert search.best_params_["deepgpregressor__n_layers"] in (1, 2)
+    pipe = make_pipeline(StandardScaler(), DeepGPRegressor(
+        n_inducing=10, n_mc_predict=10, random_state=0,
+        inference=SparseVariational(max_iter=30),
+    ))
+    search = GridSearchCV(pipe, {"deepgpregressor__hidden_layer_sizes": [(), ("auto",)]}, cv=2).fit(X, y)
+    assert search.best_params_["deepgpregressor__hidden_layer_sizes"] in ((), ("auto",))
     assert search.predict(X[:3]).shape == (3,)
 
 
 def test_bad_input():
     X, y = _step(30, 0)
-    model = DeepGPRegressor(n_inducing=5, max_iter=2, n_mc_predict=3)
+    model = DeepGPRegressor(n_inducing=5, n_mc_predict=3, inference=SparseVariational(max_iter=2))
     with pytest.raises(NotFittedError):
         model.predict(X)
     with pytest.raises(ValueError, match="NaN"):
         model.fit(np.where(np.arange(30)[:, None] == 3, np.nan, X), y)
     with pytest.raises(ValueError, match="single target"):
         model.fit(X, np.column_stack([y, y]))
-    with pytest.raises(ValueError, match="n_layers"):
-        DeepGPRegressor(n_layers=0).fit(X, y)
-    with pytest.raises(ValueError, match="hidden_width"):
-        DeepGPRegressor(hidden_width=0).fit(X, y)
+    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+        DeepGPRegressor(("wide",)).fit(X, y)
+    with pytest.raises(ValueError, match="hidden_layer_sizes"):
+        DeepGPRegressor((0,)).fit(X, y)
+    for refused in (SparseVariational(objective="fitc"), SparseVariational(optimizer="ngd")):
+        with pytest.raises(ValueError, match="DeepGPRegressor cannot use"):
+            DeepGPRegressor(inference=refused).fit(X, y)
     with pytest.raises(ValueError, match="n_mc_predict"):
         DeepGPRegressor(n_mc_predict=0).fit(X, y)
     model.fit(X, y)
@@ -260,7 +277,10 @@ def test_bad_input():
 def test_real_data_boston():
     X_train, X_test, y_train, y_test = get_uci_split(load_uci("bostonHousing"), 0)
     scaler = StandardScaler().fit(X_train)
-    model = DeepGPRegressor(n_inducing=50, max_iter=150, n_iter_no_change=150, learning_rate_init=0.02, random_state=0)
+    model = DeepGPRegressor(
+        n_inducing=50, random_state=0,
+        inference=SparseVariational(max_iter=150, n_iter_no_change=150, learning_rate_init=0.02),
+    )
     model.fit(scaler.transform(X_train), y_train)
     mean = model.predict(scaler.transform(X_test))
     rmse = np.sqrt(np.mean((mean - y_test) ** 2))

@@ -32,6 +32,7 @@ from skbayes.nn import (
     covariance_gradient,
 )
 from skbayes._training import Callback
+from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -63,11 +64,12 @@ def fitted(sine_data):
 
 @pytest.fixture(scope="module")
 def small_problem():
-    """30 rows in 2-D and the hyperparameters of a fixed GP."""
+    """30 rows in 2-D and the hyperparameters of a fixed GP: those a string kernel starts at (``"rbf"`` is
+    ``ConstantKernel(1.0) * RBF(np.ones(2))``), and a noise."""
     rng = np.random.RandomState(0)
     X = rng.uniform(-2, 2, size=(30, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.3 * rng.randn(30)
-    return X, y, rng.uniform(-3, 3, size=(25, 2)), {"length_scale": np.array([0.8, 1.5]), "signal_var": 2.0, "noise": 0.3}
+    return X, y, rng.uniform(-3, 3, size=(25, 2)), {"length_scale": np.ones(2), "signal_var": 1.0, "noise": 0.3}
 
 
 # ------------------------------------------------------------------- engines
@@ -115,9 +117,9 @@ def test_inducing_points_at_the_data_give_exact_gp_regression(small_problem, ker
         C(signal_var) * SKLEARN_KERNELS[kernel](ls) + WhiteKernel(noise**2), optimizer=None
     ).fit(X, y)
     model = SparseGPRegressor(
-        kernel, n_inducing=len(X), inducing_init=inducing_init, learn_inducing=False,
-        learn_hyperparameters=False, length_scale=ls, signal_std=np.sqrt(signal_var), noise_std=noise,
-        prior_mean="zero", normalize_y=False, max_iter=20, random_state=0,
+        kernel, n_inducing=len(X), inducing_init=inducing_init, learn_inducing=False, learn_hyperparameters=False,
+        noise_std=noise, prior_mean="zero", normalize_y=False, random_state=0,
+        inference=SparseVariational(max_iter=20),
     ).fit(X, y)
     np.testing.assert_array_equal(model.inducing_points_, X)
     mean, std = exact.predict(X_test, return_std=True)
@@ -154,7 +156,7 @@ def test_closed_form_q_is_a_stationary_point_of_the_training_loss(fitted, sine_d
 def _tiny_module(n_inducing=4):
     rng = np.random.RandomState(1)
     X, y = rng.randn(12, 2), rng.randn(12)
-    model = SparseGPRegressor(n_inducing=n_inducing, max_iter=1, random_state=0).fit(X, y)
+    model = SparseGPRegressor(n_inducing=n_inducing, random_state=0, inference=SparseVariational(max_iter=1)).fit(X, y)
     with torch.no_grad():  # move q away from its optimum so that every term matters
         for p in model.module_.parameters():
             p.add_(0.1 * torch.tensor(rng.randn(*p.shape)))
@@ -288,16 +290,18 @@ def test_large_inputs_are_predicted_in_blocks(fitted, monkeypatch):
 def test_fixed_values_are_given_in_the_units_of_y(sine_data):
     (X, y), _ = sine_data
     model = SparseGPRegressor(
-        n_inducing=10, noise_std=0.7, signal_std=3.0, length_scale=0.4, learn_hyperparameters=False, max_iter=3, random_state=0
+        n_inducing=10, noise_std=0.7, learn_hyperparameters=False, random_state=0,
+        inference=SparseVariational(max_iter=3),
     ).fit(X, 5 * y)
     assert model.noise_std_ == pytest.approx(0.7, rel=1e-6)
-    assert model.signal_std_ == pytest.approx(3.0, rel=1e-12)
-    np.testing.assert_allclose(model.length_scale_, [0.4], rtol=1e-12)
+    # the string kernel's signal variance 1 is in standardised units: the standard deviation of y
+    assert model.signal_std_ == pytest.approx(np.std(5 * y), rel=1e-12)
+    np.testing.assert_allclose(model.length_scale_, [1.0], rtol=1e-12)
 
 
 def test_learn_inducing_controls_whether_z_moves(sine_data):
     (X, y), _ = sine_data
-    params = {"n_inducing": 8, "max_iter": 30, "random_state": 0}
+    params = {"n_inducing": 8, "inference": SparseVariational(max_iter=30), "random_state": 0}
     fixed = SparseGPRegressor(learn_inducing=False, **params).fit(X, y)
     moved = SparseGPRegressor(**params).fit(X, y)
     assert "gp.inducing_points" not in dict(fixed.module_.named_parameters())
@@ -309,25 +313,34 @@ def test_learn_inducing_controls_whether_z_moves(sine_data):
 
 def test_n_inducing_is_capped_at_the_number_of_rows():
     X, y = _sine(40, 0)
-    model = SparseGPRegressor(max_iter=2, random_state=0).fit(X, y)
+    model = SparseGPRegressor(random_state=0, inference=SparseVariational(max_iter=2)).fit(X, y)
     assert model.n_inducing_ == 40 and model.inducing_points_.shape == (40, 1)
 
 
 def test_constant_mean_is_learned_without_normalize_y(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, normalize_y=False, max_iter=50, random_state=0).fit(X, y + 100)
+    model = SparseGPRegressor(
+        n_inducing=10, normalize_y=False, random_state=0,
+        inference=SparseVariational(max_iter=50),
+    ).fit(X, y + 100)
     far = np.array([[50.0]])
     assert model.predict(far)[0] == pytest.approx(100, abs=0.5)
-    zero = SparseGPRegressor(n_inducing=10, normalize_y=False, prior_mean="zero", max_iter=5, random_state=0).fit(X, y + 100)
+    zero = SparseGPRegressor(
+        n_inducing=10, normalize_y=False, prior_mean="zero", random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y + 100)
     assert abs(zero.predict(far)[0]) < 1
 
 
 def test_float32_input_is_computed_in_float64_on_the_cpu(sine_data):
     (X, y), _ = sine_data
     X32, y32 = X.astype(np.float32), y.astype(np.float32)
-    model = SparseGPRegressor(n_inducing=10, max_iter=5, random_state=0).fit(X32, y32)
+    model = SparseGPRegressor(n_inducing=10, random_state=0, inference=SparseVariational(max_iter=5)).fit(X32, y32)
     assert model.dtype_ == "float64" and model.predict(X32).dtype == np.float64
-    single = SparseGPRegressor(n_inducing=10, max_iter=5, dtype="float32", random_state=0).fit(X, y)
+    single = SparseGPRegressor(
+        n_inducing=10, dtype="float32", random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     assert single.dtype_ == "float32" and single.predict(X).dtype == np.float32
     np.testing.assert_allclose(single.predict(X), model.predict(X), atol=0.05)
 
@@ -336,7 +349,7 @@ def test_float32_input_is_computed_in_float64_on_the_cpu(sine_data):
 def test_same_random_state_gives_identical_predictions_without_global_seed(sine_data):
     (X, y), (X_test, _) = sine_data
     state = torch.random.get_rng_state()
-    params = {"n_inducing": 10, "max_iter": 20}
+    params = {"n_inducing": 10, "inference": SparseVariational(max_iter=20)}
     a = SparseGPRegressor(random_state=3, **params).fit(X, y).predict(X_test, return_std=True)
     b = SparseGPRegressor(random_state=3, **params).fit(X, y).predict(X_test, return_std=True)
     c = SparseGPRegressor(random_state=4, **params).fit(X, y).predict(X_test)
@@ -363,7 +376,7 @@ def test_pickle_holds_no_training_data():
     rng = np.random.RandomState(0)
     X = rng.randn(20_000, 5)
     y = X[:, 0] + 0.1 * rng.randn(20_000)
-    model = SparseGPRegressor(n_inducing=16, max_iter=2, random_state=0).fit(X, y)
+    model = SparseGPRegressor(n_inducing=16, random_state=0, inference=SparseVariational(max_iter=2)).fit(X, y)
     size = len(pickle.dumps(model))
     # The module, the fitted attributes and the optimiser's state (for partial_fit): about 20 kB, a 40th of the data.
     assert size < (X.nbytes + y.nbytes) / 25, size
@@ -385,7 +398,7 @@ def test_model_fitted_on_cuda_loads_on_a_cpu_only_machine(fitted, sine_data, mon
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_fit_matches_the_cpu_fit(sine_data):
     (X, y), (X_test, _) = sine_data
-    params = {"n_inducing": 20, "max_iter": 100, "random_state": 0}
+    params = {"n_inducing": 20, "inference": SparseVariational(max_iter=100), "random_state": 0}
     cpu = SparseGPRegressor(device="cpu", **params).fit(X, y)
     gpu = SparseGPRegressor(device="cuda", **params).fit(X, y)
     assert gpu.dtype_ == "float32"
@@ -397,7 +410,10 @@ def test_cuda_fit_matches_the_cpu_fit(sine_data):
 # --------------------------------------------------------------- sklearn API
 def test_works_in_pipeline_and_grid_search_over_n_inducing(sine_data):
     (X, y), _ = sine_data
-    pipe = make_pipeline(StandardScaler(), SparseGPRegressor(max_iter=100, random_state=0))
+    pipe = make_pipeline(StandardScaler(), SparseGPRegressor(
+        random_state=0,
+        inference=SparseVariational(max_iter=100),
+    ))
     assert clone(pipe).set_params(sparsegpregressor__n_inducing=10).fit(X, y).score(X, y) > 0.8
     search = GridSearchCV(pipe, {"sparsegpregressor__n_inducing": [2, 15]}, cv=2).fit(X, y)
     assert search.best_params_ == {"sparsegpregressor__n_inducing": 15}
@@ -412,7 +428,7 @@ def test_works_in_pipeline_and_grid_search_over_n_inducing(sine_data):
 
 def test_column_vector_y_is_ravelled(sine_data):
     (X, y), _ = sine_data
-    params = {"n_inducing": 5, "max_iter": 3, "random_state": 0}
+    params = {"n_inducing": 5, "inference": SparseVariational(max_iter=3), "random_state": 0}
     with pytest.warns(DataConversionWarning):
         column = SparseGPRegressor(**params).fit(X, y[:, None])
     np.testing.assert_array_equal(column.predict(X), SparseGPRegressor(**params).fit(X, y).predict(X))
@@ -420,7 +436,7 @@ def test_column_vector_y_is_ravelled(sine_data):
 
 def test_verbose_shows_a_progress_bar(capsys):
     X, y = _sine(50, 0)
-    SparseGPRegressor(n_inducing=5, max_iter=3, verbose=True, random_state=0).fit(X, y)
+    SparseGPRegressor(n_inducing=5, verbose=True, random_state=0, inference=SparseVariational(max_iter=3)).fit(X, y)
     assert "SparseGPRegressor" in capsys.readouterr().err
 
 
@@ -435,9 +451,9 @@ def test_non_finite_input_is_rejected(bad):
     X = np.ones((10, 2))
     X[3, 1] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
-        SparseGPRegressor(max_iter=1).fit(X, np.ones(10))
+        SparseGPRegressor(inference=SparseVariational(max_iter=1)).fit(X, np.ones(10))
     with pytest.raises(ValueError, match="NaN|infinity"):
-        SparseGPRegressor(max_iter=1).fit(np.ones((10, 2)), np.r_[np.ones(9), bad])
+        SparseGPRegressor(inference=SparseVariational(max_iter=1)).fit(np.ones((10, 2)), np.r_[np.ones(9), bad])
 
 
 def test_feature_count_mismatch_is_reported(fitted):
@@ -447,7 +463,7 @@ def test_feature_count_mismatch_is_reported(fitted):
 
 def test_several_targets_are_rejected():
     with pytest.raises(ValueError, match="single target, but y has 2 columns.*MultiOutputRegressor"):
-        SparseGPRegressor(max_iter=1).fit(np.zeros((5, 2)), np.zeros((5, 2)))
+        SparseGPRegressor(inference=SparseVariational(max_iter=1)).fit(np.zeros((5, 2)), np.zeros((5, 2)))
 
 
 @pytest.mark.parametrize(
@@ -460,18 +476,20 @@ def test_several_targets_are_rejected():
         ({"prior_mean": "linear"}, "'prior_mean' parameter"),
         ({"warm_start": "yes"}, "'warm_start' parameter"),
         ({"callbacks": "early"}, "'callbacks' parameter"),
-        ({"objective": "dtc"}, "'objective' parameter"),
-        ({"variational_optimizer": "sgd"}, "'variational_optimizer' parameter"),
-        ({"ngd_step_size": 0.0}, "'ngd_step_size' parameter"),
-        ({"ngd_step_size": 1.5}, "'ngd_step_size' parameter"),
-        ({"length_scale": [1.0, 2.0, 3.0]}, "one value per feature; got shape \\(3,\\) for X with 2"),
-        ({"length_scale": [1.0, -2.0]}, "length_scale must be finite and > 0"),
+        ({"inference": "mfvi"}, "'inference' parameter"),
+        ({"inference": SparseVariational(objective="dtc")}, "'objective' parameter"),
+        ({"inference": SparseVariational(optimizer="sgd")}, "'optimizer' parameter"),
+        ({"inference": SparseVariational(ngd_step_size=0.0)}, "'ngd_step_size' parameter"),
+        ({"inference": SparseVariational(ngd_step_size=1.5)}, "'ngd_step_size' parameter"),
+        ({"inference": SparseVariational(max_iter=0)}, "'max_iter' parameter"),
+        ({"inference": SparseVariational(n_mc_train=4)}, "closed form"),
         ({"device": "tpu"}, "not a valid torch device"),
     ],
 )
 def test_bad_parameters_are_reported(params, match):
+    params = {"inference": SparseVariational(max_iter=1), **params}
     with pytest.raises(ValueError, match=match):
-        SparseGPRegressor(max_iter=1, **params).fit(np.random.RandomState(0).randn(6, 2), np.arange(6.0))
+        SparseGPRegressor(**params).fit(np.random.RandomState(0).randn(6, 2), np.arange(6.0))
 
 
 def test_prediction_argument_errors(fitted, monkeypatch):
@@ -506,7 +524,7 @@ def test_bad_method_arguments_are_reported(fitted, call, name):
 def test_convergence_warning_at_max_iter():
     X, y = _sine(40, 0)
     with pytest.warns(ConvergenceWarning, match="maximum number of epochs"):
-        SparseGPRegressor(n_inducing=5, max_iter=2, random_state=0).fit(X, y)
+        SparseGPRegressor(n_inducing=5, random_state=0, inference=SparseVariational(max_iter=2)).fit(X, y)
 
 
 # ------------------------------------------------------------ FITC objective
@@ -514,10 +532,12 @@ def _dense_rbf(hyper):
     return C(hyper["signal_var"]) * RBF(hyper["length_scale"])
 
 
-def _fixed_gp(objective, n_inducing, **params):
+def _fixed_gp(objective, n_inducing, noise_std, **variational):
+    """The string RBF kernel at its initial values, fixed; Z fixed; ``variational``: SparseVariational's settings."""
     return SparseGPRegressor(
-        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, prior_mean="zero", normalize_y=False,
-        objective=objective, random_state=0, **params,
+        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, prior_mean="zero",
+        normalize_y=False, random_state=0, noise_std=noise_std,
+        inference=SparseVariational(objective=objective, **variational),
     )
 
 
@@ -553,8 +573,8 @@ def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(sm
     # eq. 6.11. The same relative jitter as the model's (1e-6 * mean diag of
     # K_zz) makes the dense reference exact.
     X, y, X_test, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"]}
-    model = _fixed_gp("fitc", 8, max_iter=3, **params).fit(X, y)
+    params = {"noise_std": hyper["noise"], "max_iter": 3}
+    model = _fixed_gp("fitc", 8, **params).fit(X, y)
     kernel, Z, noise_var = _dense_rbf(hyper), model.inducing_points_, hyper["noise"] ** 2
     kzz = kernel(Z) + 1e-6 * hyper["signal_var"] * np.eye(8)
     kxz, ksz = kernel(X, Z), kernel(X_test, Z)
@@ -569,15 +589,15 @@ def test_fitc_at_the_optimal_q_is_the_fitc_marginal_likelihood_and_predictive(sm
     np.testing.assert_allclose(model.predict(X_test), mean, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(model.predict_uncertainty(X_test).epistemic_std ** 2, var_f, rtol=1e-6, atol=1e-8)
     # the VFE fit of the same model is a different (DTC) predictive
-    vfe = _fixed_gp("vfe", 8, max_iter=3, **params).fit(X, y)
+    vfe = _fixed_gp("vfe", 8, **params).fit(X, y)
     assert np.abs(vfe.predict(X_test) - mean).max() > 1e-2
 
 
 def test_fitc_and_vfe_coincide_when_the_inducing_points_are_the_data(small_problem):
     X, y, X_test, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"]}
-    fitc = _fixed_gp("fitc", len(X), max_iter=3, **params).fit(X, y)
-    vfe = _fixed_gp("vfe", len(X), max_iter=3, **params).fit(X, y)
+    params = {"noise_std": hyper["noise"], "max_iter": 3}
+    fitc = _fixed_gp("fitc", len(X), **params).fit(X, y)
+    vfe = _fixed_gp("vfe", len(X), **params).fit(X, y)
     # equal up to the 1e-6 relative jitter on K_zz, which leaves k_nn - Q_nn ~ 1e-6, not 0
     assert fitc.loss_curve_[0] == pytest.approx(vfe.loss_curve_[0], rel=1e-4)
     np.testing.assert_allclose(fitc.predict_std(X_test), vfe.predict_std(X_test), rtol=1e-4)
@@ -586,7 +606,7 @@ def test_fitc_and_vfe_coincide_when_the_inducing_points_are_the_data(small_probl
 
 def test_fitc_objective_fits_the_sine(sine_data):
     (X, y), (X_test, y_test) = sine_data
-    model = SparseGPRegressor(n_inducing=20, objective="fitc", random_state=0).fit(X, y)
+    model = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(objective="fitc")).fit(X, y)
     assert model.noise_std_ == pytest.approx(NOISE, rel=0.2)
     lower, upper = model.predict_interval(X_test, coverage=0.95)
     assert 0.90 <= np.mean((y_test >= lower) & (y_test <= upper)) <= 0.99
@@ -669,7 +689,7 @@ def test_natural_gradient_halves_a_step_that_breaks_positive_definiteness():
 def test_ngd_estimator_trains_q_with_natural_gradients_and_the_rest_with_adam(sine_data, monkeypatch):
     (X, y), (X_test, y_test) = sine_data
     adam = SparseGPRegressor(n_inducing=20, random_state=0).fit(X, y)
-    ngd = SparseGPRegressor(n_inducing=20, variational_optimizer="ngd", random_state=0).fit(X, y)
+    ngd = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(optimizer="ngd")).fit(X, y)
     chain = ngd._optimizer
     assert isinstance(chain, OptimizerChain) and isinstance(chain.optimizers[1], NaturalGradient)
     gp = ngd.module_["gp"]
@@ -688,9 +708,8 @@ def test_ngd_with_step_one_keeps_q_at_its_optimum_during_training(small_problem)
     # the optimum again, so the loss stays at -ELBO(q*) / N to round-off,
     # while Adam on q wanders by about learning_rate_init.
     X, y, _, hyper = small_problem
-    params = {"length_scale": hyper["length_scale"], "signal_std": np.sqrt(hyper["signal_var"]), "noise_std": hyper["noise"],
-              "max_iter": 10, "learning_rate_init": 0.05}
-    ngd = _fixed_gp("vfe", 8, variational_optimizer="ngd", ngd_step_size=1.0, **params).fit(X, y)
+    params = {"noise_std": hyper["noise"], "max_iter": 10, "learning_rate_init": 0.05}
+    ngd = _fixed_gp("vfe", 8, optimizer="ngd", ngd_step_size=1.0, **params).fit(X, y)
     adam = _fixed_gp("vfe", 8, **params).fit(X, y)
     assert np.ptp(ngd.loss_curve_) < 1e-10
     assert np.ptp(adam.loss_curve_) > 1e-4
@@ -705,7 +724,7 @@ def test_first_partial_fit_initialises_from_the_batch_like_fit(sine_data):
     assert streamed.n_seen_ == 100 and streamed.n_iter_ == 1 and len(streamed.loss_curve_) == 1
     assert streamed.n_inducing_ == 20 and streamed.n_features_in_ == 1
     # same seeds: the same k-means inducing points and the same first epoch as fit
-    once = SparseGPRegressor(n_inducing=20, max_iter=1, random_state=0).fit(batch_X, batch_y)
+    once = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=1)).fit(batch_X, batch_y)
     np.testing.assert_array_equal(streamed.inducing_points_, once.inducing_points_)
     np.testing.assert_array_equal(streamed.length_scale_, once.length_scale_)
     assert streamed.loss_curve_ == once.loss_curve_
@@ -733,7 +752,10 @@ def test_partial_fit_scales_the_objective_by_the_rows_seen_so_far(sine_data, mon
 
 def test_streaming_partial_fit_learns_the_function(sine_data):
     (X, y), (X_test, y_test) = sine_data
-    model = SparseGPRegressor(n_inducing=20, variational_optimizer="ngd", learning_rate_init=0.05, random_state=0)
+    model = SparseGPRegressor(
+        n_inducing=20, random_state=0,
+        inference=SparseVariational(optimizer="ngd", learning_rate_init=0.05),
+    )
     model.partial_fit(X[:100], y[:100])
     first = model.log_predictive_density(X_test, y_test).mean()
     for _ in range(30):  # a stream of 30 x 500 rows, 100 per call
@@ -749,7 +771,7 @@ def test_streaming_partial_fit_learns_the_function(sine_data):
 
 def test_partial_fit_continues_fit_and_fit_starts_afresh(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, max_iter=5, random_state=0).fit(X, y)
+    model = SparseGPRegressor(n_inducing=10, random_state=0, inference=SparseVariational(max_iter=5)).fit(X, y)
     z_fitted = model.inducing_points_.copy()
     model.partial_fit(X[:50], y[:50])
     assert model.n_seen_ == len(X) + 50 and model.n_iter_ == 6 and len(model.loss_curve_) == 6
@@ -762,7 +784,7 @@ def test_partial_fit_continues_fit_and_fit_starts_afresh(sine_data):
 
 def test_partial_fit_after_pickling_rebuilds_the_optimiser_with_its_state(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, variational_optimizer="ngd", random_state=0).partial_fit(X[:100], y[:100])
+    model = SparseGPRegressor(n_inducing=10, random_state=0, inference=SparseVariational(optimizer="ngd")).partial_fit(X[:100], y[:100])
     loaded = pickle.loads(pickle.dumps(model))
     assert not hasattr(loaded, "_optimizer")
     loaded.partial_fit(X[100:200], y[100:200])
@@ -778,7 +800,10 @@ def test_partial_fit_after_pickling_rebuilds_the_optimiser_with_its_state(sine_d
 
 def test_partial_fit_is_one_epoch_without_a_convergence_warning(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, n_iter_no_change=1, tol=1e9, random_state=0)
+    model = SparseGPRegressor(
+        n_inducing=10, random_state=0,
+        inference=SparseVariational(n_iter_no_change=1, tol=1e9),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         model.partial_fit(X[:100], y[:100]).partial_fit(X[100:200], y[100:200])
@@ -799,7 +824,10 @@ class _EpochRecorder(Callback):
 def test_callbacks_see_every_epoch_of_fit_and_partial_fit(sine_data):
     (X, y), _ = sine_data
     recorder = _EpochRecorder()
-    model = SparseGPRegressor(n_inducing=10, max_iter=4, callbacks=[recorder], random_state=0).fit(X, y)
+    model = SparseGPRegressor(
+        n_inducing=10, callbacks=[recorder], random_state=0,
+        inference=SparseVariational(max_iter=4),
+    ).fit(X, y)
     assert recorder.epochs == model.loss_curve_
     model.partial_fit(X[:100], y[:100])
     assert recorder.epochs == model.loss_curve_[-1:]
@@ -808,7 +836,10 @@ def test_callbacks_see_every_epoch_of_fit_and_partial_fit(sine_data):
 # --------------------------------------------------------------- warm_start
 def test_warm_start_continues_from_the_fitted_model(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=20, max_iter=30, warm_start=True, random_state=0).fit(X, y)
+    model = SparseGPRegressor(
+        n_inducing=20, warm_start=True, random_state=0,
+        inference=SparseVariational(max_iter=30),
+    ).fit(X, y)
     first_curve, module, y_scaling = list(model.loss_curve_), model.module_, (model._y_mean, model._y_scale)
     z_fitted = model.inducing_points_.copy()
     model.fit(X, y)
@@ -825,14 +856,20 @@ def test_warm_start_continues_from_the_fitted_model(sine_data):
 
 def test_warm_start_keeps_the_y_scaling_of_the_first_fit(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, max_iter=5, warm_start=True, random_state=0).fit(X, y)
+    model = SparseGPRegressor(
+        n_inducing=10, warm_start=True, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     model.fit(X[:100], y[:100] + 10)
     assert model._y_mean == pytest.approx(y.mean()) and model.n_seen_ == 100
 
 
 def test_warm_start_starts_afresh_when_the_model_changes(sine_data):
     (X, y), _ = sine_data
-    model = SparseGPRegressor(n_inducing=10, max_iter=5, warm_start=True, random_state=0).fit(X, y)
+    model = SparseGPRegressor(
+        n_inducing=10, warm_start=True, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     module = model.module_
     model.set_params(n_inducing=12).fit(X, y)
     assert model.module_ is not module and model.n_inducing_ == 12
@@ -881,10 +918,10 @@ def test_auto_max_iter_is_a_step_budget_independent_of_n(monkeypatch, n_samples)
     counter = CountSteps()
     params = {"n_inducing": 4, "batch_size": 10, "random_state": 0, "callbacks": [counter]}
     model = SparseGPRegressor(**params)
-    assert model.max_iter == "auto"
+    assert SparseVariational().max_iter == "auto" and model.inference == "variational"
     with pytest.warns(ConvergenceWarning, match=r"optimiser steps \(7\)"):
         model.fit(X, y)
     assert counter.steps == 7 and model.n_iter_ == 1
     with pytest.warns(ConvergenceWarning, match=r"maximum number of epochs \(1\)"):
-        SparseGPRegressor(max_iter=1, **params).fit(X[:200], y[:200])
+        SparseGPRegressor(**params, inference=SparseVariational(max_iter=1)).fit(X[:200], y[:200])
     assert counter.steps == 20  # a whole epoch of 20 batches, no step budget

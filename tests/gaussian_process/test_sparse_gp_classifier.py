@@ -18,6 +18,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPClassifier, SparseGPClassifier
 from skbayes.nn import BinaryLikelihood, RobustMaxLikelihood, SoftmaxLikelihood, gauss_hermite
+from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -117,7 +118,10 @@ def moons():
 @pytest.fixture(scope="module")
 def moons_model(moons):
     X_train, _, y_train, _ = moons
-    return SparseGPClassifier(n_inducing=200, max_iter=600, learning_rate_init=0.02, random_state=0).fit(X_train, y_train)
+    return SparseGPClassifier(
+        n_inducing=200, random_state=0,
+        inference=SparseVariational(max_iter=600, learning_rate_init=0.02),
+    ).fit(X_train, y_train)
 
 
 def test_matches_sklearn_gpc_on_moons(moons, moons_model):
@@ -140,8 +144,11 @@ def test_matches_sklearn_gpc_on_breast_cancer():
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     length_scale = np.sqrt(X.shape[1])
-    model = SparseGPClassifier(n_inducing=150, length_scale=length_scale, max_iter=500, learning_rate_init=0.02,
-                               random_state=0)
+    # the scikit-learn expression of the "rbf" string, starting at other length-scales
+    model = SparseGPClassifier(
+        ConstantKernel(1.0) * RBF(np.full(X.shape[1], length_scale)), n_inducing=150, random_state=0,
+        inference=SparseVariational(max_iter=500, learning_rate_init=0.02),
+    )
     model.fit(X_train, y_train)
     reference = GaussianProcessClassifier(1.0 * RBF(length_scale), random_state=0).fit(X_train, y_train)
     ours, theirs = log_loss(y_test, model.predict_proba(X_test)), log_loss(y_test, reference.predict_proba(X_test))
@@ -162,7 +169,10 @@ def test_probit_decision_function_and_latent(moons, moons_model):
 
 def test_draws_average_to_the_closed_form(moons):
     X_train, X_test, y_train, _ = moons
-    model = SparseGPClassifier(n_inducing=30, max_iter=200, n_mc_predict=20_000, random_state=0)
+    model = SparseGPClassifier(
+        n_inducing=30, n_mc_predict=20_000, random_state=0,
+        inference=SparseVariational(max_iter=200),
+    )
     model.fit(X_train, y_train)
     result = model.predict_uncertainty(X_test[:20])
     np.testing.assert_allclose(result.proba, model.predict_proba(X_test[:20]), atol=0.02)
@@ -174,8 +184,10 @@ def test_multiclass_iris(likelihood):
     X_train, X_test, y_train, y_test = train_test_split(
         StandardScaler().fit_transform(X), y, test_size=0.4, random_state=0, stratify=y
     )
-    model = SparseGPClassifier(n_inducing=20, likelihood=likelihood, max_iter=400, learning_rate_init=0.03,
-                               random_state=0).fit(X_train, y_train)
+    model = SparseGPClassifier(
+        n_inducing=20, likelihood=likelihood, random_state=0,
+        inference=SparseVariational(max_iter=400, learning_rate_init=0.03),
+    ).fit(X_train, y_train)
     proba = model.predict_proba(X_test)
     assert proba.shape == (len(X_test), 3)
     np.testing.assert_allclose(proba.sum(1), 1.0)
@@ -192,13 +204,13 @@ def test_multiclass_iris(likelihood):
 def test_string_labels_round_trip():
     X, y = make_moons(120, noise=0.2, random_state=1)
     labels = np.array(["left", "right"])[y]
-    model = SparseGPClassifier(n_inducing=20, max_iter=150, random_state=0).fit(X, labels)
+    model = SparseGPClassifier(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=150)).fit(X, labels)
     assert list(model.classes_) == ["left", "right"]
     assert set(model.predict(X)) <= {"left", "right"}
     assert model.score(X, labels) > 0.85
     X3 = np.vstack([X, X[:40] + 3.0])
     labels3 = np.concatenate([labels, np.full(40, "far")])
-    model3 = SparseGPClassifier(n_inducing=20, max_iter=100, random_state=0).fit(X3, labels3)
+    model3 = SparseGPClassifier(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=100)).fit(X3, labels3)
     assert list(model3.classes_) == ["far", "left", "right"] and model3.likelihood_ == "softmax"
     assert model3.predict(X3).dtype == labels3.dtype
 
@@ -206,7 +218,10 @@ def test_string_labels_round_trip():
 @pytest.mark.parametrize("likelihood", ["probit", "softmax"])
 def test_uncertainty_grows_away_from_the_data(moons, likelihood):
     X_train, _, y_train, _ = moons
-    model = SparseGPClassifier(n_inducing=30, likelihood=likelihood, max_iter=300, random_state=0)
+    model = SparseGPClassifier(
+        n_inducing=30, likelihood=likelihood, random_state=0,
+        inference=SparseVariational(max_iter=300),
+    )
     model.fit(X_train, y_train)
     near = model.predict_uncertainty(X_train[:50])
     far = model.predict_uncertainty(X_train[:50] + np.array([8.0, 8.0]))
@@ -223,7 +238,8 @@ def test_uncertainty_measures_are_shared_with_the_mlp():
 
 def test_same_random_state_identical_and_row_independent(moons):
     X_train, X_test, y_train, _ = moons
-    params = {"n_inducing": 15, "max_iter": 60, "likelihood": "softmax", "batch_size": 64, "random_state": 3}
+    params = {"n_inducing": 15, "inference": SparseVariational(max_iter=60), "likelihood": "softmax", "batch_size": 64,
+              "random_state": 3}
     a = SparseGPClassifier(**params).fit(X_train, y_train)
     b = SparseGPClassifier(**params).fit(X_train, y_train)
     np.testing.assert_array_equal(a.loss_curve_, b.loss_curve_)
@@ -236,7 +252,10 @@ def test_same_random_state_identical_and_row_independent(moons):
 
 def test_ngd_fits(moons):
     X_train, X_test, y_train, y_test = moons
-    model = SparseGPClassifier(n_inducing=30, variational_optimizer="ngd", max_iter=300, random_state=0)
+    model = SparseGPClassifier(
+        n_inducing=30, random_state=0,
+        inference=SparseVariational(optimizer="ngd", max_iter=300),
+    )
     model.fit(X_train, y_train)
     assert model.score(X_test, y_test) > 0.85
     assert model.loss_curve_[-1] < model.loss_curve_[0]
@@ -244,7 +263,10 @@ def test_ngd_fits(moons):
 
 def test_pickle_and_sklearn_kernel(moons):
     X_train, X_test, y_train, _ = moons
-    model = SparseGPClassifier(ConstantKernel(1.0) * RBF(1.0), n_inducing=15, max_iter=80, random_state=0)
+    model = SparseGPClassifier(
+        ConstantKernel(1.0) * RBF(1.0), n_inducing=15, random_state=0,
+        inference=SparseVariational(max_iter=80),
+    )
     model.fit(X_train, y_train)
     assert isinstance(model.kernel_, type(model.kernel)) and model.length_scale_ is None
     assert model.kernel_.k2.length_scale != 1.0  # learned
@@ -257,7 +279,10 @@ def test_pickle_and_sklearn_kernel(moons):
 
 def test_grid_search_in_pipeline(moons):
     X_train, _, y_train, _ = moons
-    pipe = make_pipeline(StandardScaler(), SparseGPClassifier(max_iter=40, random_state=0))
+    pipe = make_pipeline(StandardScaler(), SparseGPClassifier(
+        random_state=0,
+        inference=SparseVariational(max_iter=40),
+    ))
     grid = {"sparsegpclassifier__n_inducing": [5, 20], "sparsegpclassifier__kernel": ["rbf", "matern32"]}
     search = GridSearchCV(pipe, grid, cv=2, scoring="neg_log_loss").fit(X_train, y_train)
     assert len(search.cv_results_["params"]) == 4
@@ -266,7 +291,10 @@ def test_grid_search_in_pipeline(moons):
 
 def test_warm_start_continues(moons):
     X_train, _, y_train, _ = moons
-    model = SparseGPClassifier(n_inducing=15, max_iter=30, warm_start=True, random_state=0).fit(X_train, y_train)
+    model = SparseGPClassifier(
+        n_inducing=15, warm_start=True, random_state=0,
+        inference=SparseVariational(max_iter=30),
+    ).fit(X_train, y_train)
     first = model.loss_curve_[-1]
     module = model.module_
     model.fit(X_train, y_train)
@@ -276,24 +304,24 @@ def test_warm_start_continues(moons):
 def test_errors():
     X, y = make_moons(60, noise=0.2, random_state=0)
     with pytest.raises(ValueError, match="Unknown label type"):
-        SparseGPClassifier(max_iter=2).fit(X, y + np.linspace(0, 0.5, 60))
+        SparseGPClassifier(inference=SparseVariational(max_iter=2)).fit(X, y + np.linspace(0, 0.5, 60))
     with pytest.raises(ValueError, match="at least 2 classes"):
-        SparseGPClassifier(max_iter=2).fit(X, np.zeros(60))
+        SparseGPClassifier(inference=SparseVariational(max_iter=2)).fit(X, np.zeros(60))
     X_nan = X.copy()
     X_nan[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        SparseGPClassifier(max_iter=2).fit(X_nan, y)
+        SparseGPClassifier(inference=SparseVariational(max_iter=2)).fit(X_nan, y)
     with pytest.raises(ValueError, match="WhiteKernel"):
-        SparseGPClassifier(RBF() + WhiteKernel(), max_iter=2).fit(X, y)
+        SparseGPClassifier(RBF() + WhiteKernel(), inference=SparseVariational(max_iter=2)).fit(X, y)
     from sklearn.gaussian_process.kernels import DotProduct, Exponentiation
 
     with pytest.raises(ValueError, match="Exponentiation"):
-        SparseGPClassifier(Exponentiation(DotProduct(), 2), max_iter=2).fit(X, y)
+        SparseGPClassifier(Exponentiation(DotProduct(), 2), inference=SparseVariational(max_iter=2)).fit(X, y)
     with pytest.raises(ValueError, match="two classes"):
-        SparseGPClassifier(likelihood="probit", max_iter=2).fit(X, np.arange(60) % 3)
+        SparseGPClassifier(likelihood="probit", inference=SparseVariational(max_iter=2)).fit(X, np.arange(60) % 3)
     with pytest.raises(NotFittedError):
         SparseGPClassifier().predict_proba(X)
-    model = SparseGPClassifier(n_inducing=5, max_iter=2).fit(X, y)
+    model = SparseGPClassifier(n_inducing=5, inference=SparseVariational(max_iter=2)).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         model.predict(X[:, :1])
     with pytest.raises(ValueError, match="infinity|inf"):
@@ -306,6 +334,9 @@ def test_no_convergence_warning_when_it_converges(moons):
     X_train, _, y_train, _ = moons
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        SparseGPClassifier(n_inducing=10, max_iter=2000, tol=1e-3, n_iter_no_change=5, random_state=0).fit(
+        SparseGPClassifier(
+            n_inducing=10, random_state=0,
+            inference=SparseVariational(max_iter=2000, tol=1e-3, n_iter_no_change=5),
+        ).fit(
             X_train, y_train
         )

@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbayes import SparseGPRegressor
 from skbayes.gaussian_process import from_sklearn_kernel, to_sklearn_kernel
+from skbayes.inference import SparseVariational
 
 KERNELS = [
     C(2.5),
@@ -61,7 +62,7 @@ def test_translation_reproduces_sklearn_covariance(kernel):
 def test_untranslatable_kernel_raises_naming_it(kernel, name):
     X, y = np.random.RandomState(0).randn(20, 2), np.zeros(20)
     with pytest.raises(ValueError, match=name):
-        SparseGPRegressor(kernel=kernel, max_iter=2).fit(X, y)
+        SparseGPRegressor(kernel=kernel, inference=SparseVariational(max_iter=2)).fit(X, y)
 
 
 def _data(n=60, seed=0):
@@ -78,7 +79,10 @@ def test_fixed_hyperparameters_stay_and_bounds_hold():
         + C(0.5, (0.4, 0.6)) * Matern(1.3, length_scale_bounds="fixed", nu=1.5)
         + WhiteKernel(0.05, noise_level_bounds=(0.04, 0.2))
     )
-    model = SparseGPRegressor(kernel=kernel, n_inducing=20, learning_rate_init=0.1, max_iter=100, random_state=0)
+    model = SparseGPRegressor(
+        kernel=kernel, n_inducing=20, random_state=0,
+        inference=SparseVariational(learning_rate_init=0.1, max_iter=100),
+    )
     model.fit(X, y)
     fitted = model.kernel_
     assert fitted.k1.k1.k1.constant_value == 0.7
@@ -101,7 +105,10 @@ def test_fixed_hyperparameters_stay_and_bounds_hold():
 def test_kernel_structure_printed_as_input():
     X, y = _data()
     kernel = C(1.0) * RBF(np.ones(2)) + WhiteKernel(0.1)
-    model = SparseGPRegressor(kernel=kernel, n_inducing=20, max_iter=5, random_state=0).fit(X, y)
+    model = SparseGPRegressor(
+        kernel=kernel, n_inducing=20, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    ).fit(X, y)
     strip = lambda s: "".join(ch for ch in s if not (ch.isdigit() or ch in ".e-+"))  # noqa: E731
     assert strip(str(model.kernel_)) == strip(str(kernel))
     assert type(model.kernel_.k1.k2) is RBF and model.kernel_.k1.k2.length_scale.shape == (2,)
@@ -111,7 +118,10 @@ def test_kernel_structure_printed_as_input():
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_no_white_kernel_uses_noise_std():
     X, y = _data()
-    model = SparseGPRegressor(kernel=C(1.0) * RBF(1.0), noise_std=0.25, n_inducing=20, max_iter=5, random_state=0)
+    model = SparseGPRegressor(
+        kernel=C(1.0) * RBF(1.0), noise_std=0.25, n_inducing=20, random_state=0,
+        inference=SparseVariational(max_iter=5),
+    )
     model.fit(X, y)
     assert model.noise_std_ == pytest.approx(0.25)
     assert isinstance(model.kernel_.k2.length_scale, float)  # stays isotropic
@@ -126,17 +136,9 @@ def test_matches_exact_gaussian_process_regressor():
     kernel = C(1.0) * RBF(np.ones(2)) + WhiteKernel(0.1)
     gpr = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0).fit(X, y)
     model = SparseGPRegressor(
-        kernel=kernel,
-        n_inducing=n,
-        learn_inducing=False,
-        prior_mean="zero",
-        variational_optimizer="ngd",
-        ngd_step_size=1.0,
-        learning_rate_init=0.05,
-        max_iter=1500,
-        tol=0.0,
-        n_iter_no_change=1500,
-        random_state=0,
+        kernel=kernel, n_inducing=n, learn_inducing=False, prior_mean="zero", random_state=0,
+        inference=SparseVariational(optimizer="ngd", ngd_step_size=1.0, learning_rate_init=0.05, max_iter=1500,
+                                    tol=0.0, n_iter_no_change=1500),
     )
     with pytest.warns(ConvergenceWarning):  # fixed epoch budget: the convergence warning
         model.fit(X, y)
@@ -156,11 +158,8 @@ def test_matches_exact_gaussian_process_regressor():
 @parametrize_with_checks(
     [
         SparseGPRegressor(
-            kernel=C(1.0) * RBF(1.0) + WhiteKernel(0.1),
-            n_inducing=10,
-            max_iter=50,
-            learning_rate_init=0.05,
-            random_state=0,
+            kernel=C(1.0) * RBF(1.0) + WhiteKernel(0.1), n_inducing=10, random_state=0,
+            inference=SparseVariational(max_iter=50, learning_rate_init=0.05),
         )
     ]
 )
@@ -181,7 +180,10 @@ def test_grid_search_over_kernels_and_pickle():
     X = rng.uniform(-3, 3, size=(120, 1))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.randn(120)  # periodic signal, period 2 pi / 3
     grid = {"kernel": [C(1.0) * DotProduct(1.0) + WhiteKernel(0.1), C(1.0) * RBF(0.5) + WhiteKernel(0.1), "rbf"]}
-    base = SparseGPRegressor(n_inducing=30, max_iter=150, learning_rate_init=0.05, random_state=0)
+    base = SparseGPRegressor(
+        n_inducing=30, random_state=0,
+        inference=SparseVariational(max_iter=150, learning_rate_init=0.05),
+    )
     search = GridSearchCV(base, grid, cv=3).fit(X, y)
     scores = search.cv_results_["mean_test_score"]
     assert scores[0] < 0.2 < scores[1]  # a linear kernel cannot fit a sine; the RBF can
@@ -203,7 +205,8 @@ def test_string_kernel_has_a_kernel_for_the_exact_gp(name, sk_class):
     X = rng.uniform(-2, 2, size=(80, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(80) + 3.0
     model = SparseGPRegressor(
-        kernel=name, n_inducing=80, learn_inducing=False, prior_mean="zero", max_iter=60, random_state=0
+        kernel=name, n_inducing=80, learn_inducing=False, prior_mean="zero", random_state=0,
+        inference=SparseVariational(max_iter=60),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
