@@ -24,7 +24,8 @@ from skbayes import BayesianMLPRegressor
 from skbayes._param_validation import Interval
 from skbayes.callbacks import Callback
 from skbayes.inference import InferenceMethod, Training
-from skbayes.inference._base import ADAM_CONSTRAINTS, adam
+from skbayes.inference._base import adam
+from skbayes.inference._loop import ADAM_CONSTRAINTS
 from skbayes.nn import StackedMLP, negative_elbo
 
 

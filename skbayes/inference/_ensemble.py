@@ -7,7 +7,8 @@ import torch
 from .._param_validation import Interval
 from ..nn import StackedMLP
 from ..nn.networks.module import StackedModuleNetwork
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc, module_seeds
+from ._base import InferenceMethod, Training, adam, module_seeds
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["DeepEnsemble", "StackedMLPMethod"]
 

@@ -4,7 +4,7 @@ Killingberg 2021, Proposition 1, eqs. 4.1-4.3 and Algorithm 7.
 """
 
 import math
-from numbers import Integral, Real
+from numbers import Real
 
 import torch
 
@@ -12,7 +12,8 @@ from .._param_validation import Interval, StrOptions
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import OptimizerChain, kl_warmup_weight, negative_elbo
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
+from ._base import InferenceMethod, Training, adam
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._hypernet import _NON_NEGATIVE, _POSITIVE, _WIDTHS, N_DIAGNOSTIC_DRAWS, implicit_mlp, same_generators
 
 __all__ = ["BayesByGAN", "MLEThenKLWarmup", "discriminator_widths"]

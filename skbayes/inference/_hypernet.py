@@ -11,7 +11,8 @@ from .._param_validation import Interval
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
+from ._base import InferenceMethod, Training, adam
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["BayesByHypernet"]
 

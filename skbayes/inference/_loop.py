@@ -2,26 +2,92 @@
 
 An inference method trained by the shared loop (``skbayes._training.fit_loop``)
 holds its step size and its stopping rule itself, so that the estimator
-carries no setting that its default method ignores. A method object that
-takes them declares ``**LOOP_CONSTRAINTS`` in its ``_parameter_constraints``,
-documents them with the ``%(loop_parameters)s`` entry of :data:`LOOP_PARAMETERS_DOC`
-(through :func:`skbayes._docstrings.fill_doc`), and returns them to the
-estimator's ``_loop_settings`` hook with :func:`loop_settings`.
+carries no setting that its default method ignores. The Bayesian MLPs'
+gradient-trained methods declare ``**ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS``
+and are decorated with :func:`method_doc`; the estimator reads them through
+:meth:`~skbayes.inference.InferenceMethod.stopping_rule`. The Gaussian
+processes' variational fit declares ``**LOOP_CONSTRAINTS`` (built from the same
+entries), documents them with the ``%(loop_parameters)s`` entry of
+:data:`LOOP_PARAMETERS_DOC` (through :func:`skbayes._docstrings.fill_doc`), and
+returns them to the estimator's ``_loop_settings`` hook with :func:`loop_settings`.
 """
 
-from numbers import Integral, Real
+import inspect
+from numbers import Real
 
-from .._param_validation import Interval, StrOptions
+from .._docstrings import fill_doc
+from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
 
-__all__ = ["LOOP_CONSTRAINTS", "LOOP_PARAMETERS_DOC", "loop_settings"]
+__all__ = [
+    "ADAM_CONSTRAINTS",
+    "LOOP_CONSTRAINTS",
+    "LOOP_PARAMETERS_DOC",
+    "STOPPING_CONSTRAINTS",
+    "loop_settings",
+    "method_doc",
+]
 
-#: Constraints of ``learning_rate_init``, ``max_iter`` (an int, or ``"auto"`` for the
-#: estimator's epoch and step budget), ``tol`` and ``n_iter_no_change``.
+# The settings of the Bayesian MLPs' methods trained by Adam in the estimators' shared loop,
+# documented and validated once; each method lists them in its own signature
+# (scikit-learn reads the parameters from ``__init__``).
+ADAM_CONSTRAINTS = {
+    "learning_rate_init": TRAINING_CONSTRAINTS["learning_rate_init"],
+    "beta_1": [Interval(Real, 0, 1, closed="left")],
+    "beta_2": [Interval(Real, 0, 1, closed="left")],
+}
+STOPPING_CONSTRAINTS = {
+    "max_iter": TRAINING_CONSTRAINTS["max_iter"],
+    "early_stopping": [*EARLY_STOPPING_CONSTRAINTS["early_stopping"], StrOptions({"auto"})],
+    "validation_fraction": EARLY_STOPPING_CONSTRAINTS["validation_fraction"],
+    "n_iter_no_change": [*TRAINING_CONSTRAINTS["n_iter_no_change"], StrOptions({"auto"})],
+    "tol": TRAINING_CONSTRAINTS["tol"],
+}
+
+_LOOP_DOC = {
+    "adam_parameters": """\
+learning_rate_init : float, default=3e-3
+    Step size of Adam.
+beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
+    Decay rates of Adam's first and second moment estimates.""",
+    "stopping_parameters": """\
+max_iter : int, default=%(max_iter_default)s
+    Maximum number of epochs (%(epoch)s).
+early_stopping : bool or "auto", default="auto"
+    Stop on the mean log predictive density of held-out rows and restore
+    the best weights; otherwise stop on the training loss. ``"auto"``:
+    True for classification, False for regression.
+validation_fraction : float in (0, 1), default=0.1
+    Fraction of rows held out when ``early_stopping``.
+n_iter_no_change : int or "auto", default="auto"
+    Epochs without an improvement of at least ``tol`` before stopping;
+    ``"auto"``: 10 for classification, 50 for regression.
+tol : float, default=1e-4
+    Minimum improvement of the per-datum loss (or validation score).""",
+}
+
+
+def method_doc(epoch="passes over the training rows"):
+    """Class decorator inserting the loop settings' entries into an inference method's docstring.
+
+    ``%(adam_parameters)s`` and ``%(stopping_parameters)s`` are replaced;
+    the default of ``max_iter`` is read from the class's signature and
+    ``epoch`` says what one iteration is.
+    """
+
+    def decorate(cls):
+        max_iter = inspect.signature(cls.__init__).parameters["max_iter"].default
+        return fill_doc(**_LOOP_DOC, max_iter_default=repr(max_iter), epoch=epoch)(cls)
+
+    return decorate
+
+
+#: Constraints of the Gaussian processes' variational fit: ``learning_rate_init``, ``max_iter``
+#: (an int, or ``"auto"`` for the estimator's epoch and step budget), ``tol`` and ``n_iter_no_change``.
 LOOP_CONSTRAINTS = {
-    "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-    "max_iter": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
-    "tol": [Interval(Real, 0, None, closed="left")],
-    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    "learning_rate_init": ADAM_CONSTRAINTS["learning_rate_init"],
+    "max_iter": [*STOPPING_CONSTRAINTS["max_iter"], StrOptions({"auto"})],
+    "tol": STOPPING_CONSTRAINTS["tol"],
+    "n_iter_no_change": TRAINING_CONSTRAINTS["n_iter_no_change"],
 }
 
 #: Numpydoc entries of the four loop parameters; fill ``learning_rate_init_default``,

@@ -9,7 +9,8 @@ import torch
 
 from .._param_validation import Interval, StrOptions
 from ..nn import MNFMLP
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc
+from ._base import InferenceMethod
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["MNF"]

@@ -4,7 +4,8 @@ import torch
 
 from .._training import Callback
 from ..nn import PBPNetwork, PBPOptimizer, inverse_softplus
-from ._base import STOPPING_CONSTRAINTS, InferenceMethod, Training, method_doc
+from ._base import InferenceMethod, Training
+from ._loop import STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["PBP"]
 

@@ -4,7 +4,8 @@ import torch
 
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, Training, adam, method_doc
+from ._base import InferenceMethod, Training, adam
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]

@@ -7,7 +7,8 @@ import torch
 from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc, module_seeds
+from ._base import InferenceMethod, module_seeds
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 

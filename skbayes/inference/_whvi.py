@@ -7,7 +7,8 @@ from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
 from ..nn import WHVIMLP
-from ._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, InferenceMethod, method_doc
+from ._base import InferenceMethod
+from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["WHVI"]

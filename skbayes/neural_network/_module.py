@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ..inference._base import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS
+from ..inference._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS
 from ..nn.networks.module import build_module, factory_accepts
 
 __all__ = ["MODULE_CONSTRAINTS", "MODULE_PARAMETERS_DOC", "ModuleInputMixin"]
