@@ -1,11 +1,13 @@
-"""How far the Bayesian MLP's intervals moved when they became the quantiles of its predictive mixture.
+"""How far the intervals moved when they became the quantiles of the predictive mixture.
 
 Until this change ``BayesianMLPRegressor.predict_interval`` (and
-``predict_quantiles``) with ``noise="homoscedastic"`` returned the quantiles of
-the Gaussian with the predictive mixture's mean and standard deviation; now
-they are the exact quantiles of the mixture (1/T) sum_t N(m_t(x), s_t^2)
-itself, as for the other noise models. This script fits the behaviour
-reference's small fixed-seed configurations with homoscedastic noise
+``predict_quantiles``) with ``noise="homoscedastic"``, and those of the
+sampled ``SparseGPRegressor``, returned the quantiles of the Gaussian with the
+predictive mixture's mean and standard deviation; now they are the exact
+quantiles of the mixture (1/T) sum_t N(m_t(x), s_t^2) itself (over weight
+draws, members or kept samples), as for the MLP's other noise models. This
+script fits the behaviour reference's small fixed-seed configurations with
+homoscedastic noise and the sampled sparse GPs
 (tests/behaviour_reference.py: 64 rows, 6 epochs or a short SGHMC schedule),
 computes both at the 95% level on the training rows and writes, per
 configuration, the largest and the median shift of an interval end in units
@@ -30,7 +32,7 @@ from behaviour_reference import data, make_estimator  # noqa: E402
 from skbayes.base import PredictiveRegressorMixin  # noqa: E402
 
 CONFIGS = ["reg_mfvi", "reg_mc_dropout", "reg_pbp", "reg_vadam", "reg_sghmc", "reg_ensemble", "reg_mfvi_fixed_noise",
-           "nnreg_mfvi", "nnreg_ensemble"]
+           "nnreg_mfvi", "nnreg_ensemble", "sgp_sghmc", "sgp_sghmc_dpp_prior"]
 OUT = Path(__file__).parent / "results" / "mixture_intervals.json"
 
 

@@ -23,6 +23,7 @@ import copy
 import numpy as np
 import torch
 
+from .._predictive import MixturePredictive
 from ..inference import GP_ALIASES, FitContext, SampledSparseGP
 from ..nn.bayesian_sparse_gp import conditional, data_log_lik, mixture_moments, neg_log_posterior
 
@@ -313,21 +314,38 @@ def log_predictive_density(estimator, X, y):
     -------
     log_density : ndarray of shape (n,)
     """
-    from scipy.special import logsumexp
-    from scipy.stats import norm
+    y = np.asarray(y, dtype=np.float64)
+    return _over_mixtures(estimator, X, lambda mixture, rows: mixture.logpdf(y[rows]))
 
+
+def predictive_quantiles(estimator, X, levels):
+    """Quantiles of the mixture over kept samples (see :func:`log_predictive_density`), units of y.
+
+    Returns
+    -------
+    quantiles : ndarray of shape (n, n_levels)
+    """
+    return _over_mixtures(estimator, X, lambda mixture, rows: mixture.ppf(levels))
+
+
+def _over_mixtures(estimator, X, reduce):
+    """``reduce(mixture, rows)`` of the predictive mixtures of y (a :class:`MixturePredictive`, units of y).
+
+    Component s of a row is N(mu_s(x), v_s(x) + sigma_s^2), the FITC
+    conditional of kept sample s and its noise (Rossi 2022, eqs. 6.9-6.10).
+    """
     with torch.no_grad():
         noise = _noise_std_samples(estimator.module_)
     noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
     scale = estimator._y_scale
-    y = np.asarray(y, dtype=np.float64)
 
-    def log_mean_density(means, variances, rows):
+    def block(means, variances, rows):
         means, variances = means.double().cpu().numpy(), variances.double().cpu().numpy()
-        log_pdf = norm.logpdf(y[None, rows], means * scale + estimator._y_mean, np.sqrt(variances + noise_var) * scale)
-        return torch.as_tensor(logsumexp(log_pdf, axis=0) - np.log(log_pdf.shape[0]))
+        mixture = MixturePredictive(means * scale + estimator._y_mean, np.sqrt(variances + noise_var) * scale,
+                                    latent_var=variances * scale**2)
+        return torch.as_tensor(reduce(mixture, rows))
 
-    return _over_samples(estimator, X, log_mean_density)
+    return _over_samples(estimator, X, block)
 
 
 def joint(estimator, X):

@@ -4,8 +4,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from scipy.special import logsumexp
-from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import Bunch, check_random_state
@@ -21,7 +19,7 @@ from .._param_validation import (
     validate_method_params,
 )
 from ..inference import SparseVariational, resolve_gp_inference
-from .._predictive import mixture_quantile
+from .._predictive import MixturePredictive
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
 from .._sklearn_kernels import from_sklearn_kernel
@@ -470,7 +468,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         return self._uncertainty(self._validate_X_predict(X))
 
     def _uncertainty(self, X):
-        mean, epistemic_var = self._mixture(X, lambda m, v, rows: (m.mean(axis=1), v.mean(axis=1) + m.var(axis=1)))
+        mean, epistemic_var = self._predictive_mixtures(
+            X, lambda mixture, rows: (mixture.mean(), mixture.epistemic_variance()))
         epistemic = np.sqrt(epistemic_var) * self._y_scale
         aleatoric = np.full_like(epistemic, self.noise_std_)
         return Bunch(
@@ -509,14 +508,19 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         :meth:`predict_interval`.
         """
         X = self._validate_X_predict(X)  # first: NotFittedError before any fitted attribute is read
-        noise_var = (self.noise_std_ / self._y_scale) ** 2
-
-        def quantiles(mean, var, rows):
-            std = np.sqrt(var + noise_var)
-            return np.stack([mixture_quantile(q, mean.T, std.T) for q in levels], axis=-1)
-
-        bounds = np.asarray(self._mixture(X, quantiles))
+        bounds = np.asarray(self._predictive_mixtures(X, lambda mixture, rows: mixture.ppf(levels)))
         return bounds * self._y_scale + self._y_mean
+
+    def _predictive_mixtures(self, X, reduce):
+        """``reduce(mixture, rows)`` of the predictive mixtures (1/S) sum_s N(mu_s, v_s + sigma^2) of y.
+
+        The :class:`~skbayes._predictive.MixturePredictive` of a block's rows,
+        in standardised units, its latent part v_s (the layers' uncertainty).
+        """
+        noise_var = (self.noise_std_ / self._y_scale) ** 2
+        return self._mixture(
+            X, lambda mean, var, rows: reduce(MixturePredictive(mean.T, np.sqrt(var + noise_var).T, latent_var=var.T), rows)
+        )
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
     def sample_y(self, X, n_samples=1, random_state=0):
@@ -569,10 +573,5 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         check_is_fitted(self)
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
-        noise_var = (self.noise_std_ / self._y_scale) ** 2
         y = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
-
-        def log_mean_density(mean, var, rows):
-            return logsumexp(norm.logpdf(y[rows, None], mean, np.sqrt(var + noise_var)), axis=1) - np.log(mean.shape[1])
-
-        return self._mixture(X, log_mean_density) - np.log(self._y_scale)
+        return self._predictive_mixtures(X, lambda mixture, rows: mixture.logpdf(y[rows])) - np.log(self._y_scale)

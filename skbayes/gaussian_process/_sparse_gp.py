@@ -677,6 +677,18 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         samples = mean.cpu().numpy()[:, None] + chol @ z
         return samples * self._y_scale + self._y_mean
 
+    def _predictive_quantiles(self, X, levels):
+        """The quantiles of :meth:`predict_quantiles` and :meth:`predict_interval`.
+
+        The variational GP's predictive is Gaussian: those of N(mean, std^2)
+        of :meth:`predict`. A sampled GP's is the mixture over its kept
+        samples of N(mu_s(x), v_s(x) + sigma_s^2): its exact quantiles, by
+        Newton's method safeguarded by bisection on its CDF.
+        """
+        if hasattr(self, "module_") and _bsgp.is_sampled(self):
+            return _bsgp.predictive_quantiles(self, self._validate_X_predict(X), levels)
+        return super()._predictive_quantiles(X, levels)
+
     def log_predictive_density(self, X, y):
         """Log predictive density of each observation, in nats.
 
