@@ -1,4 +1,4 @@
-r"""Translation of scikit-learn kernel expressions into the torch kernels of :mod:`skbayes.nn.kernels`, and back.
+r"""Translation of scikit-learn kernel expressions into the torch kernels of :mod:`skbayes.nn.gp.kernels`, and back.
 
 The estimators' side of the kernels (the sparse and deep GPs, the GP-induced
 prior): ``skbayes.nn`` computes with torch modules and never imports
@@ -16,7 +16,7 @@ References
 import numpy as np
 import torch
 
-from .nn.kernels import (
+from .nn.gp.kernels import (
     ConstantKernel,
     DotProduct,
     HalfIntegerMatern,

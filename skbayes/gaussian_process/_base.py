@@ -26,7 +26,7 @@ from ..base import TorchEstimatorMixin
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..inference import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
 from ..nn import SVGP, MaternKernel, RBFKernel
-from ..nn.bayesian_sparse_gp import SparseGPPriors
+from ..nn.gp.bayesian_sparse_gp import SparseGPPriors
 from .._sklearn_kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
 from . import _bsgp
 

@@ -15,7 +15,7 @@ them and the posterior means of :func:`posterior_means`. These functions take te
 modules and callables and change no estimator. Prediction then averages over the kept
 samples of the fitted estimator: the per-sample FITC conditionals
 (:func:`latent_marginals`, :func:`joint`) or the per-sample class probabilities
-(:func:`class_probability_draws`). The math is in :mod:`skbayes.nn.bayesian_sparse_gp`.
+(:func:`class_probability_draws`). The math is in :mod:`skbayes.nn.gp.bayesian_sparse_gp`.
 """
 
 import copy
@@ -25,7 +25,7 @@ import torch
 
 from .._predictive import MixturePredictive
 from ..inference import GP_ALIASES, FitContext, SampledSparseGP
-from ..nn.bayesian_sparse_gp import conditional, data_log_lik, mixture_moments, neg_log_posterior
+from ..nn.gp.bayesian_sparse_gp import conditional, data_log_lik, mixture_moments, neg_log_posterior
 
 __all__ = ["check_sampling_method", "class_probability_draws", "is_sampled", "is_sampling", "joint",
            "latent_marginals", "posterior_means", "sample_posterior", "streams"]
@@ -109,7 +109,7 @@ def sample_posterior(variational, method, X_t, y_t, priors, generator, batch_siz
     X_t : torch.Tensor of shape (n, d)
     y_t : torch.Tensor of shape (n,)
         Targets as the model sees them (standardised, or class indices).
-    priors : skbayes.nn.bayesian_sparse_gp.SparseGPPriors
+    priors : skbayes.nn.gp.bayesian_sparse_gp.SparseGPPriors
         The priors of eq. 6.17 (``inducing`` from ``SampledSparseGP.inducing_prior``).
     generator : torch.Generator
         Source of v's initial draws and of the sampler's noise.
@@ -211,7 +211,7 @@ def latent_marginals(estimator, X):
 
     Per sample the FITC conditional (Rossi 2022, eqs. 6.9-6.10); mixture
     mean avg_s mu_s and variance avg_s v_s + var_s mu_s
-    (:func:`~skbayes.nn.bayesian_sparse_gp.mixture_moments`).
+    (:func:`~skbayes.nn.gp.bayesian_sparse_gp.mixture_moments`).
     """
     return _over_samples(estimator, X, lambda means, variances, rows: mixture_moments(means, variances))
 

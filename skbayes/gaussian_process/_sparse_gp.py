@@ -16,7 +16,7 @@ from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, val
 from ..base import PredictiveRegressorMixin, target_scaling
 from ..nn import GaussianLikelihood, cholesky
 from .._sklearn_kernels import from_sklearn_kernel
-from ..nn.kernels import WhiteNoise
+from ..nn.gp.kernels import WhiteNoise
 from . import _bsgp
 from ._base import SPARSE_GP_CONSTRAINTS, BaseSparseGP
 
@@ -117,7 +117,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         hyperparameter values; ``*_bounds="fixed"`` keeps a hyperparameter
         fixed, and other bounds (lo, hi) are kept by a sigmoid between
         log(lo) and log(hi) (softplus above lo when hi is infinite, see
-        :class:`skbayes.nn.kernels.BoundedPositive`). As in
+        :class:`skbayes.nn.gp.kernels.BoundedPositive`). As in
         ``GaussianProcessRegressor``, values and bounds are in the units of X
         and of the targets the model works in: standardised y with
         ``normalize_y=True`` (``ConstantKernel(1.0)`` is then the variance of

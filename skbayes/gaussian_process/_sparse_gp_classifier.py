@@ -188,7 +188,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         :class:`skbayes.nn.SoftmaxLikelihood` or
         :class:`skbayes.nn.RobustMaxLikelihood`); with a sampled
         posterior also ``"samples"``
-        (:class:`skbayes.nn.bayesian_sparse_gp.KeptStates`, the kept
+        (:class:`skbayes.nn.gp.bayesian_sparse_gp.KeptStates`, the kept
         samples, chain-major), and ``"gp"`` holds the last one.
     inducing_points_ : ndarray of shape (`n_inducing_`, n_features)
         Fitted inducing inputs Z.

@@ -301,7 +301,7 @@ class InferenceMethod(BaseEstimator):
             ``energy(chain, rows) -> torch.Tensor``: the per-datum
             minibatch energy U / N of one chain on the training rows
             ``rows`` (a LongTensor), e.g.
-            :func:`skbayes.nn.bayesian_sparse_gp.neg_log_posterior`.
+            :func:`skbayes.nn.gp.bayesian_sparse_gp.neg_log_posterior`.
         n_rows : int
             Number of training rows.
         context : FitContext

@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator, clone
 from .._docstrings import fill_doc
 from .._param_validation import Interval, StrOptions
 from ..nn import OBJECTIVES, NaturalGradient, OptimizerChain
-from ..nn.bayesian_sparse_gp import INDUCING_PRIORS
+from ..nn.gp.bayesian_sparse_gp import INDUCING_PRIORS
 from ._base import InferenceMethod
 from ._loop import LOOP_CONSTRAINTS, LOOP_PARAMETERS_DOC, loop_settings
 

@@ -13,7 +13,6 @@ equation cited in their docstrings. The files are laid out by role:
 ``likelihoods/``           observation models p(y | f), one file each
 ``objectives.py``          minibatch negative ELBO, KL warm-up
 ``diagnostics.py``         split R-hat of MCMC chains
-``kernels.py``             covariance functions
 ``flows.py``               normalising flows (planar, RealNVP coupling)
 ``init/``                  initialisations of a mean-field posterior (I-BLM,
                            the data-independent ones)
@@ -22,22 +21,24 @@ equation cited in their docstrings. The files are laid out by role:
                            their noise protocol (``noise_context``)
 ``networks/``              MLPs, stacked MLPs, PBP network, VAE (MLP or
                            conv), any torch module (``BayesianModuleNetwork``)
-``variational/``           sparse variational GP, deep GP
+``gp/``                    covariance functions; sparse variational, deep
+                           and sampled sparse GP engines
+``variational/``           the Gaussian mixture's conjugate updates; the
+                           storage of a Cholesky factor
 ``priors/``                log-densities of the Bayesian sparse GP priors;
                            GP-induced weight priors fitted by Wasserstein
-``bayesian_sparse_gp.py``  sampled sparse GP (BSGP): energy, predictive
 ``optim/``                 SGHMC, Vadam, natural gradient, ADF, chain
 =========================  ===============================================
 """
 
-from .bayesian_sparse_gp import KeptStates, SparseGPPriors
+from .gp import OBJECTIVES, SVGP, DeepGP, KeptStates, SparseGPPriors, linear_mean_weights
 from .diagnostics import split_rhat
 from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, MODULE_INITIALIZATIONS, blr_mean_field, iblm_init, iblm_init_module
-from .kernels import (
+from .gp.kernels import (
     BoundedPositive,
     ConstantKernel,
     DotProduct,
@@ -115,7 +116,7 @@ from .optim import (
     gamma_moment_update,
     perturbed_nll,
 )
-from .variational import OBJECTIVES, SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril, scale_tril_from_raw
+from .variational import raw_from_scale_tril, scale_tril_from_raw
 
 __all__ = [
     "ACTIVATIONS",

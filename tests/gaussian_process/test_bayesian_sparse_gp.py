@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from skbayes import SparseGPRegressor
 from skbayes.inference import PBP, SGHMC, MCDropout, SampledSparseGP, SparseVariational
-from skbayes.nn.bayesian_sparse_gp import SparseGPPriors, mixture_moments
+from skbayes.nn.gp.bayesian_sparse_gp import SparseGPPriors, mixture_moments
 from skbayes.nn.priors import dpp_log_prob, log_normal_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
 NOISE = 0.3
@@ -347,7 +347,7 @@ def test_energy_gradient_against_finite_differences_of_an_independent_log_poster
     softplus coordinates, differentiated by central finite differences: it
     checks the energy's scaling, its priors and their Jacobians.
     """
-    from skbayes.nn.bayesian_sparse_gp import neg_log_posterior
+    from skbayes.nn.gp.bayesian_sparse_gp import neg_log_posterior
 
     X, y = _data(n=40)
     model = _small().fit(X, y)

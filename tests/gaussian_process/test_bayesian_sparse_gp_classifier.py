@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import check_estimator
 from skbayes import SparseGPClassifier
 from skbayes.inference import PBP, SGHMC, MCDropout, SampledSparseGP, SparseVariational
 from skbayes.nn import BinaryLikelihood, RobustMaxLikelihood
-from skbayes.nn.bayesian_sparse_gp import SparseGPPriors, neg_log_posterior
+from skbayes.nn.gp.bayesian_sparse_gp import SparseGPPriors, neg_log_posterior
 
 
 def _sghmc(**params):

@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 from skbayes import DeepGPRegressor, SparseGPRegressor
 from skbayes.datasets import get_uci_split, load_uci
 from skbayes.nn import linear_mean_weights
-from skbayes.nn.kernels import WhiteNoise
+from skbayes.nn.gp.kernels import WhiteNoise
 from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -109,7 +109,7 @@ class GaussianLikelihood(RegressionLikelihood):
 
         with v = sigma^2, or sigma^2 + ``added_noise_var`` when the model adds
         its own per-row variance to the noise (the FITC objective of a sparse
-        GP, see :class:`~skbayes.nn.variational.SVGP`).
+        GP, see :class:`~skbayes.nn.gp.SVGP`).
 
         Parameters
         ----------

@@ -98,7 +98,7 @@ class NaturalGradient(torch.optim.Optimizer):
 
     q is stored as the mean ``m`` and a raw matrix whose strict lower
     triangle is that of L and whose diagonal is softplus^{-1} of L's (as in
-    :class:`~skbayes.nn.variational.SVGP`). :meth:`step` reads the gradients
+    :class:`~skbayes.nn.gp.SVGP`). :meth:`step` reads the gradients
     that ``loss.backward()`` left on both, turns them into the gradient with
     respect to the expectation parameters, takes the step
     theta <- theta - lr * loss_scale * d loss / d eta in the natural

@@ -283,7 +283,7 @@ def gp_function_draws(kernel, x, n_draws, n_outputs=1, generator=None):
     Parameters
     ----------
     kernel : torch.nn.Module
-        ``kernel(x1, x2) -> (n1, n2)`` (:mod:`skbayes.nn.kernels`).
+        ``kernel(x1, x2) -> (n1, n2)`` (:mod:`skbayes.nn.gp.kernels`).
     x : torch.Tensor of shape (M, d)
         In the kernel's dtype (float64 is safest for the Cholesky).
     n_draws : int

@@ -58,7 +58,7 @@ def log_normal_raw_log_prob(raw, loc, scale, *, transform="softplus", floor=0.0)
     the density of r is ``p(g(r)) |g'(r)|``:
 
     ``transform="softplus"`` (kernel length-scales and signal variance,
-    :class:`~skbayes.nn.kernels.RBFKernel`): g(r) = softplus(r),
+    :class:`~skbayes.nn.gp.kernels.RBFKernel`): g(r) = softplus(r),
     g'(r) = sigmoid(r);
 
     ``transform="softplus_squared"`` (noise variance of

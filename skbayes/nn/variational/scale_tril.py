@@ -3,7 +3,7 @@
 L is lower-triangular with a positive diagonal; it is stored as a raw square
 matrix whose strict lower triangle is that of L and whose diagonal is
 softplus^{-1} of L's, so that an optimiser works on unconstrained values
-(the whitened q(u) of :class:`~skbayes.nn.variational.SVGP` and the
+(the whitened q(u) of :class:`~skbayes.nn.gp.SVGP` and the
 :class:`~skbayes.nn.optim.NaturalGradient` steps on it; [Hensman2015]_,
 section 3).
 

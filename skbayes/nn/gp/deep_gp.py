@@ -15,7 +15,7 @@ The variational posterior keeps the layer-wise conditionals and a Gaussian
 q(u^l) = N(m^l, S^l) per layer ([Salimbeni2017]_, eq. 9). Given a draw of its
 input f^{l-1}_n, layer l has the SVGP marginal
 q(f^l_n | f^{l-1}_n) = N(mu^l(f^{l-1}_n), s^{l2}(f^{l-1}_n)) of
-[Salimbeni2017]_, eqs. 7-8 (one :class:`~skbayes.nn.variational.SVGP` with
+[Salimbeni2017]_, eqs. 7-8 (one :class:`~skbayes.nn.gp.SVGP` with
 ``n_latent=H_l`` per layer). The evidence lower bound ([Salimbeni2017]_,
 eq. 10; Rossi 2022, eq. 6.22)
 
@@ -241,7 +241,7 @@ class DeepGP(nn.Module):
 
         unbiased for -ELBO / N ([Salimbeni2017]_, eqs. 10-11; Rossi 2022,
         eq. 6.22), the inner expectation in closed form (Rossi 2022, eq. 6.23;
-        :meth:`~skbayes.nn.variational.SVGP.expected_log_lik`). With one
+        :meth:`~skbayes.nn.gp.SVGP.expected_log_lik`). With one
         layer it is :meth:`SVGP.loss` with the VFE objective, no Monte Carlo.
 
         Parameters

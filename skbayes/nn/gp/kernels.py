@@ -4,7 +4,7 @@ object, whose values they start at; the translation of a whole kernel
 expression, which imports scikit-learn, is the estimators' side:
 :func:`skbayes.gaussian_process.from_sklearn_kernel`).
 
-All kernels share one protocol, used by :class:`~skbayes.nn.variational.SVGP`:
+All kernels share one protocol, used by :class:`~skbayes.nn.gp.SVGP`:
 
 ``forward(x1, x2)``
     Covariance matrix of shape (n1, n2) between the rows of ``x1`` (n1, d)
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .functional import inverse_softplus
+from ..functional import inverse_softplus
 
 __all__ = [
     "BoundedPositive",

@@ -73,7 +73,7 @@ from torch import nn
 from ..divergences import kl_standard_normal_mvn
 from ..functional import inverse_softplus
 from ..linalg import cholesky
-from .scale_tril import raw_from_scale_tril, scale_tril_from_raw
+from ..variational.scale_tril import raw_from_scale_tril, scale_tril_from_raw
 
 __all__ = ["OBJECTIVES", "SVGP"]
 
@@ -95,7 +95,7 @@ class SVGP(nn.Module):
     ----------
     kernel : torch.nn.Module
         Covariance function with ``forward(x1, x2) -> (n1, n2)`` and
-        ``diag(x) -> (n,)``, e.g. :class:`~skbayes.nn.kernels.RBFKernel`.
+        ``diag(x) -> (n,)``, e.g. :class:`~skbayes.nn.gp.kernels.RBFKernel`.
     n_inducing : int
         Number M of inducing points.
     n_features : int

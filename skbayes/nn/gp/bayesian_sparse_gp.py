@@ -29,7 +29,7 @@ the unwhitened u of the thesis' notation): ``p(v) = p(u) |det L_zz|``, so the
 posterior over (u, theta, Z) is the same, but in v the prior does not
 couple u to theta and Z (no funnel between u and the length-scales), and
 mu~_n = c + a_n^T v, sigma~_n^2 = k_nn - a_n^T a_n with a_n = L_zz^-1 k_zn
-(:class:`~skbayes.nn.variational.SVGP`'s cross term; its ``q_mean`` holds
+(:class:`~skbayes.nn.gp.SVGP`'s cross term; its ``q_mean`` holds
 v). The hyperparameters are sampled through their raw (softplus)
 coordinates with the Jacobian of :func:`~skbayes.nn.priors.log_normal_raw_log_prob`.
 
@@ -62,8 +62,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .functional import gaussian_log_prob
-from .priors import dpp_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
+from ..functional import gaussian_log_prob
+from ..priors import dpp_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
 __all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "data_log_lik", "fitc_log_lik",
            "mixture_moments", "neg_log_posterior"]
