@@ -31,16 +31,8 @@ outputs.
 any torch module): ``"default"`` and ``"iblm"``, the latter with
 convolutions fitted on their input patches (:func:`iblm_init_module`).
 
-References
-----------
-.. [Rossi2022] S. Rossi, "Improving scalability and inference in
-   probabilistic deep models", PhD thesis, Sorbonne Université / EURECOM,
-   2022, chapter 3 (Rossi, Michiardi & Filippone, ICML 2019).
-.. [Milios2018] D. Milios, R. Camoriano, P. Michiardi, L. Rosasco and
-   M. Filippone, "Dirichlet-based Gaussian processes for large-scale
-   calibrated classification", NeurIPS 2018.
-.. [Bishop2006] C. M. Bishop, "Pattern recognition and machine learning",
-   2006, section 3.3 (Bayesian linear regression).
+The references are in :mod:`skbayes.nn.init.iblm` (I-BLM, Rossi 2022, chapter 3)
+and :mod:`skbayes.nn.init.baselines` (the alternatives, section 3.3).
 """
 
 
