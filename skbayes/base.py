@@ -283,6 +283,17 @@ class TorchEstimatorMixin:
         self.validation_scores_ = result.validation_scores
         self.best_validation_score_ = result.best_validation_score
 
+    def _append_training_result(self, result, best_from=0):
+        """``partial_fit``'s bookkeeping: the epochs of ``result`` appended to ``loss_curve_`` and ``n_iter_``.
+
+        ``best_loss_`` becomes the lowest epoch loss from epoch ``best_from``
+        (0-based) on: a model whose loss rises while a weight warms up skips
+        those epochs.
+        """
+        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
+        self.n_iter_ += result.n_iter
+        self.best_loss_ = min(self.loss_curve_[best_from:])
+
     def __getstate__(self):
         state = dict(super().__getstate__())
         for name in self._torch_attributes:

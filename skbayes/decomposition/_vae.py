@@ -574,10 +574,9 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
             n_iter_no_change=None,  # one epoch, a fixed schedule
         )
         self._epochs_trained += result.n_iter
-        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
-        self.n_iter_ += result.n_iter
         # the best loss after the warm-up epochs, in which the loss may rise
-        self.best_loss_ = min(self.loss_curve_[max(min(self.kl_warmup_epochs, self.n_iter_) - 1, 0) :])
+        n_epochs = self.n_iter_ + result.n_iter
+        self._append_training_result(result, best_from=max(min(self.kl_warmup_epochs, n_epochs) - 1, 0))
         self.validation_scores_, self.best_validation_score_ = None, None
         self._set_noise_std()
         return self

@@ -532,9 +532,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             max_steps=None,
             n_iter_no_change=None,  # one epoch, a fixed schedule
         )
-        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
-        self.n_iter_ += result.n_iter
-        self.best_loss_ = min(self.loss_curve_)
+        self._append_training_result(result)
         self._set_fitted_hyperparameters()
         return self
 

@@ -411,9 +411,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         loop = {"max_iter": 1, "n_iter_no_change": None}
         result, training = self._train(method, settings, X_t, Y_t, context, shuffle_seed + self.n_iter_, loop)
         self._optimizer_state = training.optimizer.state_dict()
-        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
-        self.n_iter_ += result.n_iter
-        self.best_loss_ = min(self.loss_curve_)
+        self._append_training_result(result)
         return self
 
     # --------------------------------------------------------------- prediction
