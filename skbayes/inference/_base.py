@@ -7,6 +7,7 @@ from sklearn.base import BaseEstimator
 
 from .._training import KLWarmup
 from ..nn import negative_elbo
+from ._loop import loop_settings
 
 __all__ = ["FitContext", "InferenceMethod", "ModelSettings", "Training"]
 
@@ -183,13 +184,8 @@ class InferenceMethod(BaseEstimator):
         early_stopping = params.get("early_stopping", False)
         if early_stopping == "auto":
             early_stopping = classification
-        n_iter_no_change = params.get("n_iter_no_change")
-        if n_iter_no_change == "auto":
-            n_iter_no_change = 10 if classification else 50
         return {
-            "max_iter": params.get("max_iter"),
-            "tol": params.get("tol", 1e-4),
-            "n_iter_no_change": n_iter_no_change,
+            **loop_settings(self, classification),
             "early_stopping": bool(early_stopping) and self.supports_early_stopping,
             "validation_fraction": params.get("validation_fraction"),
         }

@@ -104,6 +104,15 @@ tol : float, default=%(tol_default)s
 }
 
 
-def loop_settings(method):
-    """``max_iter``, ``tol`` and ``n_iter_no_change`` of ``method``, the dict of the estimators' ``_loop_settings``."""
-    return {"max_iter": method.max_iter, "tol": method.tol, "n_iter_no_change": method.n_iter_no_change}
+def loop_settings(method, classification=False):
+    """``max_iter``, ``tol`` and ``n_iter_no_change`` of ``method``, the dict of the estimators' ``_loop_settings``.
+
+    Read from the method's own parameters; a setting it lacks is None
+    (``tol``: 1e-4), and ``n_iter_no_change="auto"`` is 10 for
+    classification, 50 for regression (``classification``).
+    """
+    params = method.get_params(deep=False)
+    n_iter_no_change = params.get("n_iter_no_change")
+    if n_iter_no_change == "auto":
+        n_iter_no_change = 10 if classification else 50
+    return {"max_iter": params.get("max_iter"), "tol": params.get("tol", 1e-4), "n_iter_no_change": n_iter_no_change}

@@ -13,6 +13,7 @@ from .._docstrings import fill_doc
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
+from ..inference._loop import loop_settings
 from ..nn import ACTIVATIONS
 from ._module import MODULE_CONSTRAINTS, MODULE_PARAMETERS_DOC, ModuleInputMixin
 
@@ -352,8 +353,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
 
     def _loop_settings(self):
         # the stopping settings are the inference method's (those of the fit under way)
-        rule = self.inference_.stopping_rule(is_classifier(self))
-        return {key: rule[key] for key in ("max_iter", "tol", "n_iter_no_change")}
+        return loop_settings(self.inference_, is_classifier(self))
 
     def _train(self, method, settings, X, Y, context, shuffle_seed, loop):
         """Prepare the method, run the shared loop, store the results."""

@@ -61,7 +61,7 @@ class ModuleInputMixin:
 
     def _as_rows(self, X, reset):
         """N-D array-like X -> 2-D rows, recording (``reset``) or checking the input shape (module path only)."""
-        if self.module is None or not hasattr(X, "shape") and not isinstance(X, (list, tuple)):
+        if self.module is None or (not hasattr(X, "shape") and not isinstance(X, (list, tuple))):
             return X
         if hasattr(X, "toarray") or hasattr(X, "iloc"):  # sparse, pandas: left to validation
             return X
@@ -86,8 +86,10 @@ class ModuleInputMixin:
         return getattr(self, "_nd_shape", None)
 
     def _validate_X_predict(self, X):
-        check_is_fitted(self)
-        return super()._validate_X_predict(self._as_rows(X, reset=False))
+        if self.module is not None:
+            check_is_fitted(self)  # before _as_rows, which reads the fitted input shape
+            X = self._as_rows(X, reset=False)
+        return super()._validate_X_predict(X)
 
     def _module_architecture(self):
         """The :class:`ModelSettings` fields of the module path (after the validation of X)."""
