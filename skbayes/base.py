@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy.stats import norm
 from sklearn.model_selection import train_test_split
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 from torch import nn
 
 from ._docstrings import fill_doc
@@ -75,6 +75,33 @@ def target_scaling(Y, normalize):
         return np.zeros(Y.shape[1], dtype=Y.dtype), np.ones(Y.shape[1], dtype=Y.dtype)
     scale = Y.std(axis=0)
     return Y.mean(axis=0), np.where(scale > 0, scale, 1.0).astype(Y.dtype, copy=False)
+
+
+def streamed_labels(estimator, y, classes, first):
+    """The class indices of the labels ``y`` of a classifier's ``partial_fit`` call, shape (n,).
+
+    The first call (``first``) needs every class in ``classes`` (a batch may
+    lack some), checks them with ``estimator._check_classes`` and sets
+    ``classes_``; a later call checks that ``classes``, when given, is the
+    same. Raises ValueError for a missing ``classes`` on the first call, a
+    different one later, or labels outside ``classes_``.
+    """
+    if first:
+        if classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit.")
+        classes = np.unique(column_or_1d(classes))
+        estimator._check_classes(classes)
+        estimator.classes_ = classes
+    elif classes is not None and not np.array_equal(np.unique(column_or_1d(classes)), estimator.classes_):
+        raise ValueError(f"classes={classes!r} differs from classes_={estimator.classes_!r} of the first call.")
+    index = np.minimum(np.searchsorted(estimator.classes_, y), len(estimator.classes_) - 1)
+    unseen = estimator.classes_[index] != y
+    if unseen.any():
+        raise ValueError(
+            f"y contains labels not in classes_: {np.unique(y[unseen])[:5].tolist()}; "
+            f"the classes are {estimator.classes_.tolist()}."
+        )
+    return index
 
 
 class DeviceWarning(UserWarning):
@@ -275,8 +302,35 @@ class TorchEstimatorMixin:
                     out[rows] = value.cpu().numpy()
         return outputs[0] if single else tuple(outputs)
 
-    def _store_training_result(self, result):
-        """Fitted attributes from a :class:`skbayes._training.TrainingResult`."""
+    def _can_warm_start(self, X, y):
+        """Whether ``fit`` continues from the fitted model rather than starting afresh.
+
+        True when ``warm_start`` is set, a model is fitted and what shapes it
+        is unchanged: :meth:`_model_settings` of the number of features, as
+        stored at initialisation in ``_fitted_settings``. ``X`` (n, d) and
+        ``y`` are the validated inputs and the targets as ``fit`` holds them
+        when it decides; estimators whose model depends on more (the classes,
+        the network's outputs, the inference method) extend this.
+        """
+        return (
+            bool(self.warm_start)
+            and hasattr(self, "module_")
+            and getattr(self, "_fitted_settings", None) == self._model_settings(X.shape[1])
+        )
+
+    def _model_settings(self, n_features):
+        """What a warm start needs unchanged: the parameters that shape the fitted module."""
+        raise NotImplementedError
+
+    def _store_training_result(self, result, n_seen=None):
+        """``fit``'s bookkeeping: the fitted attributes of a :class:`skbayes._training.TrainingResult`.
+
+        ``loss_curve_``, ``n_iter_``, ``best_loss_``, ``validation_scores_``
+        and ``best_validation_score_``; and ``n_seen_``, the rows trained on,
+        when ``n_seen`` is given (the N that ``partial_fit`` continues from).
+        """
+        if n_seen is not None:
+            self.n_seen_ = n_seen
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.best_loss_ = result.best_loss

@@ -167,6 +167,9 @@ def test_gp_family_on_cuda_and_back_on_cpu(data):
     mean, std = dgp.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     np.testing.assert_allclose(_on_cpu(dgp).predict(X), mean, rtol=1e-3, atol=1e-3)
+    clf.partial_fit(X[:40], labels[:40])  # streaming continues on the device
+    dgp.partial_fit(X[:40], y[:40])
+    assert np.isfinite(clf.loss_curve_[-1]) and np.isfinite(dgp.loss_curve_[-1])
     bsgp = SparseGPRegressor(
         n_inducing=16, device="cuda", random_state=0,
         inference=SampledSparseGP(

@@ -446,11 +446,8 @@ class VAE(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimatorMixin
         return settings
 
     def _can_warm_start(self, X, y):
-        if not (self.warm_start and hasattr(self, "module_")):
-            return False
-        if getattr(self, "_fitted_settings", None) != self._model_settings(X.shape[1]):
-            return False
-        return y is None or bool(np.isin(np.unique(y), self.classes_).all())
+        # a conditional VAE continues only on the classes it was fitted with
+        return super()._can_warm_start(X, y) and (y is None or bool(np.isin(np.unique(y), self.classes_).all()))
 
     def _initialise(self, X, y):
         """Classes, seeds, device, dtype, the scaling of X, the module and the optimiser."""

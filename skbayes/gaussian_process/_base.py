@@ -160,13 +160,6 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         objective = self._variational().objective
         return (n_features, objective, *(repr(getattr(self, name)) for name in self._warm_start_params))
 
-    def _can_warm_start(self, n_features):
-        return (
-            self.warm_start
-            and hasattr(self, "module_")
-            and getattr(self, "_fitted_settings", None) == self._model_settings(n_features)
-        )
-
     def _initialise(self, X, y):
         """Device, dtype, targets, the module and the optimiser.
 
@@ -220,6 +213,27 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
             **overrides,
         )
 
+    def _stream(self, X, y):
+        """``partial_fit``'s pass: one epoch over validated X and y (as the model sees them), N = ``n_seen_``.
+
+        The objective's N is the running total of rows seen (this call's
+        included); the loop runs a fixed schedule of one epoch, and the
+        optimiser's state carries over from the previous call.
+        """
+        self.n_seen_ += X.shape[0]
+        result = self._train(
+            self._to_tensor(X),
+            self._to_tensor(y),
+            self.n_seen_,
+            self._shuffle_seed + self.n_iter_,
+            max_iter=1,
+            max_steps=None,
+            n_iter_no_change=None,  # one epoch, a fixed schedule
+        )
+        self._append_training_result(result)
+        self._set_fitted_hyperparameters()
+        return self
+
     def _auto_budget(self):
         return auto_budget()
 
@@ -262,10 +276,7 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
             self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
             self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
         )
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.n_seen_ = n_samples
-        self.best_loss_ = result.best_loss
+        self._store_training_result(result, n_seen=n_samples)
         means = _bsgp.posterior_means(self.module_)
         self.length_scale_ = means["length_scale"]
         self.signal_std_ = means["signal_std"] * self._signal_scale

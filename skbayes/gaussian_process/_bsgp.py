@@ -43,8 +43,20 @@ def is_sampling(inference):
 
 
 def streams(estimator):
-    """Whether ``partial_fit`` applies: only to the variational model (``SparseVariational``)."""
-    return not is_sampling(estimator.inference)
+    """Whether ``partial_fit`` applies: only to the variational model (``SparseVariational``).
+
+    Used with :func:`sklearn.utils.metaestimators.available_if`; for a
+    sampled posterior the AttributeError raised here says why (it is shown
+    as the cause of the one ``available_if`` raises). An unknown alias keeps
+    the method available, so that ``fit``-time validation reports it.
+    """
+    inference = estimator.inference
+    if (inference in GP_ALIASES if isinstance(inference, str) else True) and is_sampling(inference):
+        raise AttributeError(
+            f"{type(estimator).__name__} with a SampledSparseGP does not support partial_fit: its chains run "
+            "over all the rows at once. Use fit, or inference='variational' to stream."
+        )
+    return True
 
 
 def is_sampled(estimator):

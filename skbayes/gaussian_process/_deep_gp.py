@@ -362,6 +362,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         self.n_inducing_ = min(self.n_inducing, X.shape[0])
         self.hidden_layer_sizes_ = self._hidden_widths(X.shape[1])
         self.module_ = self._build_module(X, y, init_seed)
+        self._optimizer = self._make_optimizer()
         return y
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -387,30 +388,105 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             diverging loss or a failed Cholesky.
         """
         X, y = self._validate_training_data(X, y, reset=True)
-        self.inference_ = resolve_gp_inference(self.inference)
-        self.inference_.check_supported(type(self).__name__, objectives=("vfe",), optimizers=("adam",))
+        self._resolve_inference()
         y = self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+        result = self._train(X_t, y_t, n_samples, self._shuffle_seed, self._noise_seed)
         dgp, likelihood = self.module_["dgp"], self.module_["likelihood"]
-        generator = self._generator(self._noise_seed, self.device_)
-        n_draws = self.inference_.n_draws(_TRAINING_DRAWS)
-        result = self._fit_loop(
-            lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_samples, n_draws, generator),
-            self.inference_.make_optimizer(self.module_.parameters()),
-            n_samples,
-            shuffle_seed=self._shuffle_seed,
-        )
         if not self.hidden_layer_sizes_:  # the exact maximiser over q(u), as SparseGPRegressor
             with torch.no_grad():
                 dgp.layers[0].set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2)
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.best_loss_ = result.best_loss
-        with torch.no_grad():
-            self.inducing_points_ = [gp.inducing_points.cpu().numpy().copy() for gp in dgp.layers]
-            self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
+        self._store_training_result(result, n_seen=n_samples)
+        self._set_fitted_attributes()
         return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y):
+        """Update the model with one pass over a batch of rows (streaming).
+
+        The first call (on an estimator that was never fitted) initialises
+        the model from this batch as ``fit`` does: the y standardisation
+        (``normalize_y``), the widths, every layer's inducing points (from
+        this batch) and the linear mean functions. Every call, the first
+        included, then takes one pass over its rows in minibatches of
+        ``batch_size``, with the objective's N set to ``n_seen_``, the running
+        total of rows seen so far (this call's included): each minibatch
+        estimates the doubly stochastic ELBO of all rows seen
+        ([Salimbeni2017]_, eq. 17), assuming the stream is exchangeable. The
+        optimiser state (Adam's moments) carries over between calls. After
+        ``fit``, ``partial_fit`` continues from the fitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of training inputs (standardised like the others).
+        y : array-like of shape (n_samples,)
+            Its targets.
+
+        Returns
+        -------
+        self : DeepGPRegressor
+            The updated estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, a feature count that differs
+            from earlier calls, y with several columns or a diverging loss.
+        """
+        first = not hasattr(self, "module_")
+        X, y = self._validate_training_data(X, y, reset=first)
+        if first:
+            self._resolve_inference()
+            y = self._initialise(X, y)
+            self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
+        else:
+            y = (y - self._y_mean) / self._y_scale
+        self.n_seen_ += X.shape[0]
+        result = self._train(
+            self._to_tensor(X),
+            self._to_tensor(y),
+            self.n_seen_,
+            self._shuffle_seed + self.n_iter_,
+            self._noise_seed + self.n_iter_,
+            max_iter=1,
+            max_steps=None,
+            n_iter_no_change=None,  # one epoch, a fixed schedule
+        )
+        self._append_training_result(result)
+        self._set_fitted_attributes()
+        return self
+
+    def _resolve_inference(self):
+        self.inference_ = resolve_gp_inference(self.inference)
+        self.inference_.check_supported(type(self).__name__, objectives=("vfe",), optimizers=("adam",))
+
+    def _make_optimizer(self):
+        return self.inference_.make_optimizer(self.module_.parameters())
+
+    def _train(self, X_t, y_t, n_data, shuffle_seed, noise_seed, **overrides):
+        """Run the shared loop over the rows of (X_t, y_t) with the objective's N = n_data.
+
+        The propagated draws of the layers come from a generator seeded with
+        ``noise_seed``; ``overrides`` replace loop settings (e.g. ``max_iter=1``).
+        """
+        dgp, likelihood = self.module_["dgp"], self.module_["likelihood"]
+        generator = self._generator(noise_seed, self.device_)
+        n_draws = self.inference_.n_draws(_TRAINING_DRAWS)
+        return self._fit_loop(
+            lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_data, n_draws, generator),
+            self._stored_optimizer(),
+            X_t.shape[0],
+            shuffle_seed=shuffle_seed,
+            **overrides,
+        )
+
+    def _set_fitted_attributes(self):
+        """``inducing_points_`` (one array per layer) and ``noise_std_`` (in the units of y)."""
+        with torch.no_grad():
+            self.inducing_points_ = [gp.inducing_points.cpu().numpy().copy() for gp in self.module_["dgp"].layers]
+            self.noise_std_ = float(self.module_["likelihood"].noise_std[0]) * self._y_scale
 
     # --------------------------------------------------------------- prediction
     def _auto_budget(self):

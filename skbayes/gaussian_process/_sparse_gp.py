@@ -468,17 +468,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             # The chains start from the variational fit (the thesis collects its samples after an optimisation).
             self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
             return self._sample_posterior(method, X_t, y_t)
-        y = self._continue(y) if self._can_warm_start(X.shape[1]) else self._initialise(X, y)
+        y = self._continue(y) if self._can_warm_start(X, y) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
         result = self._train(X_t, y_t, n_samples, self._shuffle_seed)
         with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
             noise_var = self.module_["likelihood"].noise_std[0] ** 2
             self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self._variational().objective)
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.n_seen_ = n_samples
-        self.best_loss_ = result.best_loss
+        self._store_training_result(result, n_seen=n_samples)
         self._set_fitted_hyperparameters()
         return self
 
@@ -522,19 +519,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         X, y = self._validate_training_data(X, y, reset=first)
         self._resolve_inference()
         y = self._initialise(X, y) if first else self._prepare_targets(y, reset=False)
-        self.n_seen_ += X.shape[0]
-        result = self._train(
-            self._to_tensor(X),
-            self._to_tensor(y),
-            self.n_seen_,
-            self._shuffle_seed + self.n_iter_,
-            max_iter=1,
-            max_steps=None,
-            n_iter_no_change=None,  # one epoch, a fixed schedule
-        )
-        self._append_training_result(result)
-        self._set_fitted_hyperparameters()
-        return self
+        return self._stream(X, y)
 
     def _set_fitted_hyperparameters(self):
         super()._set_fitted_hyperparameters()

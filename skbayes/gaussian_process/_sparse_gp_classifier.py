@@ -8,10 +8,12 @@ from sklearn.base import ClassifierMixin
 from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import validate_data
 
 from .._docstrings import fill_doc
 from .._param_validation import Interval, StrOptions, _fit_context
+from ..base import streamed_labels
 from .._uncertainty import ClassifierUncertaintyMixin
 from ..nn import BinaryLikelihood, RobustMaxLikelihood, SoftmaxLikelihood
 from .._sklearn_kernels import from_sklearn_kernel
@@ -365,8 +367,22 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         likelihood = self._make_likelihood(self.likelihood_, n_classes)
         return torch.nn.ModuleDict({"gp": gp, "likelihood": likelihood})
 
-    def _can_warm_start(self, n_features):
-        return super()._can_warm_start(n_features) and np.array_equal(self._fitted_classes, self.classes_)
+    def _can_warm_start(self, X, y):
+        # the classes of this fit (classes_, set before) must be those of the fitted model
+        return super()._can_warm_start(X, y) and np.array_equal(self._fitted_classes, self.classes_)
+
+    def _check_classes(self, classes):
+        if len(classes) < 2:
+            raise ValueError(f"SparseGPClassifier needs samples of at least 2 classes; got 1 class ({classes[0]!r}).")
+
+    def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
+        # The softmax's expected log-likelihood is a Monte-Carlo estimate: its generator is
+        # seeded per run, offset as the shuffling seed is (by the epochs a partial_fit call follows).
+        self._mc_generator = self._generator(self._mc_seed + shuffle_seed - self._shuffle_seed, self.device_)
+        try:
+            return super()._train(X_t, y_t, n_data, shuffle_seed, **overrides)
+        finally:
+            del self._mc_generator
 
     def _minibatch_loss(self, x, y, n_data):
         """-(1/B) sum_batch E_q[log p(y_i | f_i)] + KL(q(u) || p(u)) / N ([Hensman2015c]_, section 3, divided by N)."""
@@ -405,35 +421,81 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         X, y = validate_data(self, X, y, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         classes, encoded = np.unique(y, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError(f"SparseGPClassifier needs samples of at least 2 classes; got 1 class ({classes[0]!r}).")
+        self._check_classes(classes)
         self.__dict__.pop("inference_diagnostics_", None)
         method = _bsgp.check_sampling_method(self) if _bsgp.is_sampling(self._resolve_inference()) else None
         likelihood = self._resolve_likelihood(len(classes))
         self.classes_ = classes
         encoded = encoded.astype(np.float64)
         # A sampled fit always starts afresh (its chains start from a new variational fit).
-        if method is None and self._can_warm_start(X.shape[1]) and not _bsgp.is_sampled(self):
+        if method is None and self._can_warm_start(X, encoded) and not _bsgp.is_sampled(self):
             encoded = self._continue(encoded)
         else:
             self.likelihood_ = likelihood
             encoded = self._initialise(X, encoded)
             self._fitted_classes = classes
-        mc_seed, self._predict_seed = self._seeds(check_random_state(self.random_state), 4)[2:]
-        self._mc_generator = self._generator(mc_seed, self.device_)
+        self._mc_seed, self._predict_seed = self._seeds(check_random_state(self.random_state), 4)[2:]
         X_t, y_t = self._to_tensor(X), self._to_tensor(encoded)
-        try:
-            result = self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
-        finally:
-            del self._mc_generator
+        result = self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
         if method is not None:  # the chains start from the variational fit (Rossi 2022, section 6.3)
             return self._sample_posterior(method, X_t, y_t)
-        self.loss_curve_ = result.loss_curve
-        self.n_iter_ = result.n_iter
-        self.n_seen_ = X.shape[0]
-        self.best_loss_ = result.best_loss
+        self._store_training_result(result, n_seen=X.shape[0])
         self._set_fitted_hyperparameters()
         return self
+
+    @available_if(_bsgp.streams)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Update the model with one pass over a batch of labelled rows (streaming).
+
+        The first call (on an estimator that was never fitted, or whose fit
+        was sampled) needs every class in ``classes`` (a batch may lack
+        some) and initialises the model from this batch as ``fit`` does: the
+        likelihood for that number of classes, the inducing points (k-means
+        or random rows of this batch; ``n_inducing_ = min(n_inducing,
+        len(X))``) and the kernel. Every call, the first included, then takes
+        one pass over its rows in minibatches of ``batch_size`` with the
+        objective's N set to ``n_seen_``, the running total of rows seen so
+        far (Hensman et al. 2015, section 3: each minibatch estimates the
+        ELBO of all rows seen, assuming the stream is exchangeable). The
+        optimiser state (Adam's moments) carries over between calls. After
+        ``fit``, ``partial_fit`` continues from the fitted model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            A batch of training inputs (standardised like the others).
+        y : array-like of shape (n_samples,)
+            Its labels, each one of ``classes_``.
+        classes : array-like of shape (n_classes,), default=None
+            All the classes; required on the first call, ignored afterwards
+            unless it differs from ``classes_`` (an error).
+
+        Returns
+        -------
+        self : SparseGPClassifier
+            The updated estimator.
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf or wrongly shaped input, a feature count that differs
+            from earlier calls, a missing ``classes`` on the first call,
+            labels outside ``classes_``, a binary likelihood with more than
+            two classes, or a diverging loss.
+        """
+        first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
+        X, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32))
+        check_classification_targets(y)
+        self._resolve_inference()
+        encoded = streamed_labels(self, y, classes, first).astype(np.float64)
+        if first:
+            self.__dict__.pop("inference_diagnostics_", None)
+            self.likelihood_ = self._resolve_likelihood(len(self.classes_))
+            self._fitted_classes = self.classes_
+            encoded = self._initialise(X, encoded)
+            self._mc_seed, self._predict_seed = self._seeds(check_random_state(self.random_state), 4)[2:]
+        return self._stream(X, encoded)
 
     # --------------------------------------------------------------- prediction
     @property

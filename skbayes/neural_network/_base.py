@@ -283,9 +283,16 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         likelihood = self._make_likelihood(n_outputs, n_members=method.n_likelihood_members(), **factory)
         return torch.nn.ModuleDict({"network": network, "likelihood": likelihood})
 
-    def _can_warm_start(self, n_features, n_outputs, method):
+    def _n_targets(self, Y):
+        """The number of targets k of encoded targets Y (n, k): its columns (the classes for a classifier)."""
+        return Y.shape[1]
+
+    def _can_warm_start(self, X, Y):
+        # The network is not rebuilt from settings stored at initialisation: a warm start needs the same
+        # inference method (and its structure: flows, generators), input width and output width.
         if not (self.warm_start and hasattr(self, "module_")):
             return False
+        method, n_features, n_outputs = self._inference_method(), X.shape[1], self._n_targets(Y)
         if type(getattr(self, "inference_", None)) is not type(method) or not method.can_warm_start(self.module_):
             return False
         network, width = self.module_["network"], self._network_width(n_outputs)
@@ -311,7 +318,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         init_seed, noise_seed, shuffle_seed, predict_seed, split_seed = self._seeds(rng, 5)
         device = self._resolve_device()
         dtype = self._resolve_dtype(X.dtype, device)
-        warm_start = self._can_warm_start(n_features, n_outputs, method)
+        warm_start = self._can_warm_start(X, Y)
         if not warm_start:
             self.module_ = self._build_module(method, settings, n_features, n_outputs, init_seed, device, dtype)
         self.device_ = device
@@ -347,8 +354,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
             early_stopping=early_stopping,
         )
         result, _ = self._train(method, settings, X_train, Y_train, context, shuffle_seed, loop)
-        self._store_training_result(result)
-        self.n_seen_ = n_train
+        self._store_training_result(result, n_seen=n_train)
         return self
 
     def _loop_settings(self):

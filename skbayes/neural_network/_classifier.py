@@ -5,9 +5,10 @@ import torch
 from sklearn.base import ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d, validate_data
+from sklearn.utils.validation import validate_data
 
 from .._param_validation import _fit_context
+from ..base import streamed_labels
 from .._uncertainty import ClassifierUncertaintyMixin
 from ..nn import CategoricalLikelihood
 from ._base import BaseBayesianMLP, method_streams, mlp_doc
@@ -142,6 +143,9 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         self.classes_ = classes
         return self._fit_network(X, encoded[:, None].astype(X.dtype), len(self.classes_), method)
 
+    def _n_targets(self, Y):
+        return len(self.classes_)  # Y holds class indices; the network has one output per class
+
     def _check_classes(self, classes):
         if len(classes) < 2:
             raise ValueError(
@@ -180,21 +184,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         X, y = validate_data(self, self._as_rows(X, reset=first), y, reset=first, dtype=(np.float64, np.float32))
         check_classification_targets(y)
         method = self._inference_method()
-        if first:
-            if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit.")
-            classes = np.unique(column_or_1d(classes))
-            self._check_classes(classes)
-            self.classes_ = classes
-        elif classes is not None and not np.array_equal(np.unique(column_or_1d(classes)), self.classes_):
-            raise ValueError(f"classes={classes!r} differs from classes_={self.classes_!r} of the first call.")
-        index = np.minimum(np.searchsorted(self.classes_, y), len(self.classes_) - 1)
-        unseen = self.classes_[index] != y
-        if unseen.any():
-            raise ValueError(
-                f"y contains labels not in classes_: {np.unique(y[unseen])[:5].tolist()}; "
-                f"the classes are {self.classes_.tolist()}."
-            )
+        index = streamed_labels(self, y, classes, first)
         return self._partial_fit_network(X, index[:, None].astype(X.dtype), len(self.classes_), method, first)
 
     def _probability_draws(self, X, fn):

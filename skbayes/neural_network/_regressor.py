@@ -251,10 +251,10 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             )
         return method
 
-    def _can_warm_start(self, n_features, n_outputs, method):
+    def _can_warm_start(self, X, Y):
         # the noise model may have changed since the last fit
-        return super()._can_warm_start(n_features, n_outputs, method) and isinstance(
-            self.module_["likelihood"], NOISE_MODELS[self._noise_model(method)]
+        return super()._can_warm_start(X, Y) and isinstance(
+            self.module_["likelihood"], NOISE_MODELS[self._noise_model(self._inference_method())]
         )
 
     def _validate_training_data(self, X, y, reset):
@@ -318,7 +318,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         """
         X, y, Y = self._validate_training_data(X, y, reset=True)
         method = self._inference_method()
-        if not self._can_warm_start(X.shape[1], Y.shape[1], method):
+        if not self._can_warm_start(X, Y):
             # a warm start keeps the scaling the fitted likelihood works in
             self._set_output_scaling(y, Y)
         self._y_1d = y.ndim == 1

@@ -288,3 +288,36 @@ def test_real_data_boston():
     # Predicting the training mean gives an RMSE of about 9 on this split; published deep GPs reach ~2.5-3.5.
     assert rmse < 0.5 * np.std(y_test)
     assert np.isfinite(log_lik) and log_lik > -3.5
+
+
+# ---------------------------------------------------------------- partial_fit
+def test_first_partial_fit_is_one_epoch_of_fit(step_data):
+    (X, y), _ = step_data
+    streamed = DeepGPRegressor(n_inducing=20, random_state=0).partial_fit(X[:200], y[:200])
+    once = DeepGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=1)).fit(X[:200], y[:200])
+    assert streamed.n_iter_ == 1 and streamed.n_seen_ == 200
+    assert streamed.loss_curve_ == once.loss_curve_  # same seeds, same first epoch
+    for a, b in zip(streamed.inducing_points_[:-1], once.inducing_points_[:-1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_streaming_partial_fit_learns_the_step_and_continues_across_a_pickle(step_data):
+    (X, y), (X_test, y_test) = step_data
+    model = DeepGPRegressor(n_inducing=20, random_state=0)
+    before = None
+    for epoch in range(40):
+        for start in range(0, 400, 100):
+            model.partial_fit(X[start:start + 100], y[start:start + 100])
+        if epoch == 0:
+            before = model.log_predictive_density(X_test, y_test).mean()
+    assert model.n_iter_ == 160 and model.n_seen_ == 40 * 400
+    after = model.log_predictive_density(X_test, y_test).mean()
+    assert after > before + 0.3
+    # the step is learned: mean error small away from the jump
+    away = np.abs(X_test[:, 0]) > 0.3
+    assert np.abs(model.predict(X_test[away]) - np.sign(X_test[away, 0])).mean() < 0.15
+    # the optimiser's state travels with the pickle: one more call continues alike
+    loaded = pickle.loads(pickle.dumps(model))
+    model.partial_fit(X[:100], y[:100])
+    loaded.partial_fit(X[:100], y[:100])
+    assert loaded.loss_curve_[-1] == pytest.approx(model.loss_curve_[-1], rel=1e-10)

@@ -340,3 +340,62 @@ def test_no_convergence_warning_when_it_converges(moons):
         ).fit(
             X_train, y_train
         )
+
+
+# ---------------------------------------------------------------- partial_fit
+def test_first_partial_fit_is_one_epoch_of_fit(moons):
+    X_train, _, y_train, _ = moons
+    streamed = SparseGPClassifier(n_inducing=20, random_state=0).partial_fit(X_train, y_train, classes=[0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        once = SparseGPClassifier(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=1)).fit(
+            X_train, y_train
+        )
+    assert streamed.n_iter_ == 1 and streamed.n_seen_ == len(X_train)
+    assert streamed.loss_curve_ == once.loss_curve_
+    np.testing.assert_array_equal(streamed.inducing_points_, once.inducing_points_)
+    np.testing.assert_array_equal(streamed.predict_proba(X_train), once.predict_proba(X_train))
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_streaming_partial_fit_learns_and_checks_its_classes(n_classes):
+    rng = np.random.RandomState(0)
+    X = rng.randn(1200, 2)
+    y = np.digitize(X[:, 0] + 0.5 * X[:, 1], [0.0] if n_classes == 2 else [-0.5, 0.5])
+    X_test, y_test, X, y = X[:400], y[:400], X[400:], y[400:]
+    model = SparseGPClassifier(n_inducing=30, random_state=0)
+    with pytest.raises(ValueError, match="classes must be passed"):
+        model.partial_fit(X[:50], y[:50])
+    labels = np.arange(n_classes)
+    model.partial_fit(X[:50], np.zeros(50, dtype=int), classes=labels)  # a first batch with one class
+    for epoch in range(10):
+        for start in range(0, 800, 100):
+            model.partial_fit(X[start:start + 100], y[start:start + 100])
+    assert model.n_seen_ == 50 + 10 * 800 and model.n_iter_ == 81
+    np.testing.assert_array_equal(model.classes_, labels)
+    # a stationary GP on a linear boundary: near the Bayes classifier (the labels are noise-free)
+    assert accuracy_score(y_test, model.predict(X_test)) > 0.93
+    with pytest.raises(ValueError, match="not in classes_"):
+        model.partial_fit(X[:10], np.full(10, 7))
+    with pytest.raises(ValueError, match="differs from classes_"):
+        model.partial_fit(X[:10], y[:10], classes=[0, 9])
+
+
+def test_partial_fit_after_fit_and_pickle_continues(moons):
+    X_train, X_test, y_train, y_test = moons
+    model = SparseGPClassifier(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=50)).fit(
+        X_train, y_train
+    )
+    n_iter = model.n_iter_
+    loaded = pickle.loads(pickle.dumps(model))
+    model.partial_fit(X_test, y_test)
+    loaded.partial_fit(X_test, y_test)
+    assert model.n_iter_ == n_iter + 1 and model.n_seen_ == len(X_train) + len(X_test)
+    assert loaded.loss_curve_[-1] == pytest.approx(model.loss_curve_[-1], rel=1e-10)
+
+
+def test_sampled_classifier_says_why_it_cannot_stream():
+    model = SparseGPClassifier(inference="sghmc")
+    with pytest.raises(AttributeError) as info:
+        model.partial_fit
+    assert "chains run over all the rows" in str(info.value.__cause__)
