@@ -33,12 +33,18 @@ safeguarded by bisection, in a few evaluations of the CDF instead of 50-60.
 
 References
 ----------
+.. [Abramowitz1964] M. Abramowitz and I. A. Stegun, "Handbook of
+   mathematical functions", 1964, eq. 25.4.46 (Gauss-Hermite quadrature).
+.. [Lange1989] K. L. Lange, R. J. A. Little and J. M. G. Taylor, "Robust
+   statistical modeling using the t distribution", JASA 84(408), 1989
+   (the Student-t as a scale mixture of Gaussians).
 .. [Kuleshov2018] V. Kuleshov, N. Fenner and S. Ermon, "Accurate
    uncertainties for deep learning using calibrated regression", ICML 2018.
 """
 
 import numpy as np
-from scipy.special import gammaln, logsumexp, ndtr, ndtri, stdtr, stdtrit
+from numpy.polynomial.legendre import leggauss
+from scipy.special import gammainccinv, gammaincinv, gammaln, logsumexp, ndtr, ndtri, stdtr, stdtrit
 from scipy.stats import norm, t
 
 __all__ = [
@@ -49,6 +55,7 @@ __all__ = [
     "map_inverse",
     "map_slope",
     "mixture_quantile",
+    "student_t_scale_mixture",
 ]
 
 
@@ -81,10 +88,11 @@ def bisect_quantile(cdf, q, lo, hi, n_bisections=60):
     return 0.5 * (lo + hi)
 
 
-def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
-    r"""Quantile of each uniform mixture of Gaussian or Student-t components.
+def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100, weights=None):
+    r"""Quantile of each uniform (or weighted) mixture of Gaussian or Student-t components.
 
-    The mixture's CDF is F(y) = (1/T) sum_t F_t((y - loc_t) / scale_t), F_t
+    The mixture's CDF is F(y) = (1/T) sum_t F_t((y - loc_t) / scale_t)
+    (sum_t w_t F_t with ``weights``), F_t
     the standard normal CDF (``df`` None) or Student-t CDF with df_t degrees
     of freedom. F(y) = ``prob`` is solved by Newton's method on F with its
     density, safeguarded by bisection: the root lies between the smallest
@@ -115,6 +123,8 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
     max_iter : int, default=100
         Most iterations (each at least halves the bracket when Newton's step
         is rejected, so 100 reach the float64 resolution of any bracket).
+    weights : ndarray of shape (T,) or None, default=None
+        Component weights (>= 0, summing to 1); None for the uniform mixture.
 
     Returns
     -------
@@ -124,6 +134,12 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
     loc, scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
     shape = loc.shape[1:]
     loc, scale = loc.reshape(len(loc), -1), scale.reshape(len(scale), -1)  # (T, m): one column per mixture
+    if weights is not None:  # a component of no weight does not bound the root
+        keep = np.asarray(weights, dtype=float) > 0
+        weights = np.asarray(weights, dtype=float)[keep]
+        loc, scale = loc[keep], scale[keep]
+        if df is not None:
+            df = np.broadcast_to(np.asarray(df, dtype=float), (len(keep), *shape))[keep]
     if df is None:
         quantiles = loc + scale * ndtri(prob)
         columns = (loc, scale)
@@ -142,10 +158,19 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
             cdf, pdf = ndtr(z), np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
         else:
             cdf, pdf = stdtr(df, z), np.exp(log_norm - 0.5 * (df + 1) * np.log1p(z * z / df))
-        return cdf.mean(axis=0) - prob, (pdf / scale).mean(axis=0)
+        if weights is None:
+            return cdf.mean(axis=0) - prob, (pdf / scale).mean(axis=0)
+        return weights @ cdf - prob, weights @ (pdf / scale)
 
-    low, high = quantiles.min(axis=0), quantiles.max(axis=0)
-    tol = rtol * scale.mean(axis=0)
+    if weights is None:
+        low, high = quantiles.min(axis=0), quantiles.max(axis=0)
+        tol = rtol * scale.mean(axis=0)
+    else:
+        # components below 1e-10 of the largest weight move F by less than that: they do not bound the root
+        # (a scale mixture's widest components have vanishing weight and scales of 1e10 and more)
+        heavy = weights >= 1e-10 * weights.max()
+        low, high = quantiles[heavy].min(axis=0), quantiles[heavy].max(axis=0)
+        tol = rtol * (weights @ scale)
     # Start from the bracket's end on the side Newton approaches monotonically
     # where the tail of the CDF is convex (below the median) or concave (above).
     y = (high if prob < 0.5 else low).copy()
@@ -165,6 +190,48 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100):
         if not active.size:
             break
     return y.reshape(shape)
+
+
+def student_t_scale_mixture(df, n_nodes=100, power=8.0):
+    r"""Precisions and weights of the Student-t as a scale mixture of Gaussians.
+
+    St(e | 0, sigma, nu) = E_lambda[N(e | 0, sigma^2 / lambda)] with lambda ~
+    Gamma(nu / 2, rate nu / 2) ([Lange1989]_, section 2), so an expectation
+    over the t is a weighted sum over precisions, E[g(lambda)] ~= sum_j W_j
+    g(lambda_j). The expectation is an integral over the Gamma law's
+    probability q in (0, 1), lambda = (2 / nu) P^{-1}(nu / 2, q) (the
+    inverse regularised incomplete gamma function), with
+    q = v^p / (v^p + (1 - v)^p) and Gauss-Legendre nodes in v
+    ([Abramowitz1964]_, eq. 25.4.29): the power p clusters the nodes at both
+    ends of q, the small precisions (the t's tails) and the large ones.
+    The weights are normalised to sum to 1.
+
+    With the defaults the density of the t is reproduced to a relative
+    1e-7 out to 30 scales for nu < 30 and to 1e-12 out to 10 scales for
+    any nu (checked against scipy in the tests). The mixture's variance
+    sum_j W_j / lambda_j is accurate for nu >= 3 but falls short of
+    nu / (nu - 2) as nu approaches 2, where the variance lies in the
+    farthest tails: use the closed form for moments.
+
+    Parameters
+    ----------
+    df : float
+        Degrees of freedom nu > 2 (> 0 suffices for the density).
+    n_nodes : int, default=100
+    power : float, default=8.0
+
+    Returns
+    -------
+    precision, weights : ndarray of shape (n_nodes,)
+    """
+    v, w = leggauss(n_nodes)
+    v, w = 0.5 * (v + 1.0), 0.5 * w
+    low, high = v**power, (1.0 - v) ** power
+    q, q_upper = low / (low + high), high / (low + high)  # q and 1 - q, each accurate where it is small
+    shape = 0.5 * float(df)
+    x = np.where(q < 0.5, gammaincinv(shape, q), gammainccinv(shape, q_upper))
+    weights = w * power * (v * (1.0 - v)) ** (power - 1.0) / (low + high) ** 2  # w dq/dv
+    return 2.0 * x / float(df), weights / weights.sum()
 
 
 def map_inverse(q, knots, values):
@@ -334,6 +401,11 @@ class DrawsPredictive:
 class MixturePredictive:
     r"""The uniform mixture (1/T) sum_t p_t(y) of Gaussian or Student-t components, for each row.
 
+    With ``weights`` the mixture is sum_t w_t p_t(y) instead (e.g. the
+    Gauss-Hermite nodes of a Gaussian latent f under a Student-t likelihood,
+    ``sum_i w_i t(y | m + s z_i, sigma, nu)``, [Abramowitz1964]_ eq. 25.4.46),
+    and every mean over the components below is the weighted one.
+
     Component t of row i is N(loc_ti, scale_ti^2), or the Student-t with
     df_ti degrees of freedom, location loc_ti and scale scale_ti. Its
     variance v_ti (scale^2, or scale^2 df / (df - 2)) splits into a latent
@@ -352,12 +424,22 @@ class MixturePredictive:
         Gaussian components.
     latent_var : ndarray broadcastable to ``loc`` or float, default=0.0
         The epistemic part of each component's variance.
+    weights : ndarray of shape (T,) or None, default=None
+        Component weights (>= 0, summing to 1), shared by the rows; None for
+        the uniform mixture.
     """
 
-    def __init__(self, loc, scale, df=None, latent_var=0.0):
+    def __init__(self, loc, scale, df=None, latent_var=0.0, weights=None):
         self.loc, self.scale = np.asarray(loc, dtype=float), np.asarray(scale, dtype=float)
         self.df = None if df is None else np.broadcast_to(np.asarray(df, dtype=float), self.loc.shape)
         self.latent_var = np.broadcast_to(np.asarray(latent_var, dtype=float), self.loc.shape)
+        self.weights = None if weights is None else np.asarray(weights, dtype=float)
+
+    def _average(self, values):
+        """The (weighted) mean over the components of ``values`` (T, ...)."""
+        if self.weights is None:
+            return values.mean(axis=0)
+        return np.tensordot(self.weights, values, axes=1)
 
     @property
     def n_components(self):
@@ -366,7 +448,7 @@ class MixturePredictive:
 
     def mean(self):
         """Mixture mean, shape (n,) or (n, k)."""
-        return self.loc.mean(axis=0)
+        return self._average(self.loc)
 
     def component_variance(self):
         """Variance of every component, shape (T, n) or (T, n, k)."""
@@ -376,11 +458,13 @@ class MixturePredictive:
 
     def epistemic_variance(self):
         """Var_t[loc_t] + mean_t[latent_t], shape (n,) or (n, k)."""
-        return self.loc.var(axis=0) + self.latent_var.mean(axis=0)
+        if self.weights is None:
+            return self.loc.var(axis=0) + self.latent_var.mean(axis=0)
+        return self._average((self.loc - self.mean()) ** 2) + self._average(self.latent_var)
 
     def aleatoric_variance(self):
         """mean_t[v_t - latent_t], shape (n,) or (n, k)."""
-        return (self.component_variance() - self.latent_var).mean(axis=0)
+        return self._average(self.component_variance() - self.latent_var)
 
     def variance(self):
         """The mixture's variance: epistemic plus aleatoric."""
@@ -393,12 +477,15 @@ class MixturePredictive:
 
     def logpdf(self, y):
         """log (1/T) sum_t p_t(y) in nats, for y of the shape of one component's loc."""
-        return logsumexp(self._component_logpdf(np.asarray(y, dtype=float)), axis=0) - np.log(self.n_components)
+        component = self._component_logpdf(np.asarray(y, dtype=float))
+        if self.weights is None:
+            return logsumexp(component, axis=0) - np.log(self.n_components)
+        return logsumexp(component, axis=0, b=self.weights.reshape((-1,) + (1,) * (component.ndim - 1)))
 
     def cdf(self, y):
         """(1/T) sum_t F_t(y), for y of the shape of one component's loc."""
         z = (np.asarray(y, dtype=float) - self.loc) / self.scale
-        return (ndtr(z) if self.df is None else stdtr(self.df, z)).mean(axis=0)
+        return self._average(ndtr(z) if self.df is None else stdtr(self.df, z))
 
     def ppf(self, levels):
         """Quantiles at ``levels`` (1-D, in (0, 1)), on a last axis: shape (n, n_levels) or (n, k, n_levels).
@@ -406,7 +493,9 @@ class MixturePredictive:
         By :func:`mixture_quantile` (Newton's method on the mixture's CDF,
         safeguarded by bisection).
         """
-        return np.stack([mixture_quantile(q, self.loc, self.scale, self.df) for q in levels], axis=-1)
+        return np.stack(
+            [mixture_quantile(q, self.loc, self.scale, self.df, weights=self.weights) for q in levels], axis=-1
+        )
 
     def sample(self, n_draws, random_state):
         """``n_draws`` draws of y per row: a component chosen uniformly, then its noise.
@@ -419,9 +508,13 @@ class MixturePredictive:
         Returns
         -------
         y : ndarray of shape (n_draws, n) or (n_draws, n, k)
-            Each draw picks one component for all rows.
+            Each draw picks one component for all rows (with probability
+            ``weights``, if any).
         """
-        index = random_state.randint(self.n_components, size=n_draws)
+        if self.weights is None:
+            index = random_state.randint(self.n_components, size=n_draws)
+        else:
+            index = random_state.choice(self.n_components, size=n_draws, p=self.weights)
         loc, scale = self.loc[index], self.scale[index]
         if self.df is None:
             return loc + scale * random_state.standard_normal(loc.shape)

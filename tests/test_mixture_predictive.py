@@ -70,3 +70,37 @@ def test_the_latent_variance_moves_variance_from_aleatoric_to_epistemic():
     np.testing.assert_allclose(mixture.aleatoric_variance(), noise**2, rtol=1e-12)
     plain = MixturePredictive(loc, np.sqrt(latent + noise**2))
     np.testing.assert_allclose(mixture.variance(), plain.variance(), rtol=1e-12)  # the total does not move
+
+
+@pytest.mark.parametrize("df", [None, 4.5], ids=["gaussian", "student_t"])
+def test_a_weighted_mixture_against_quadrature_and_draws(df):
+    rng = np.random.RandomState(3)
+    loc, scale = rng.normal(size=(6, 3)), rng.uniform(0.3, 1.2, size=(6, 3))
+    weights = np.array([0.05, 0.4, 0.0, 0.25, 0.2, 0.1])  # one component of no weight
+    mixture = MixturePredictive(loc, scale, df=None if df is None else np.full((6, 3), df), weights=weights)
+    component = norm if df is None else t(df)
+
+    def pdf(y, i):  # written out from scipy's components
+        return sum(w * component.pdf((y - loc[c, i]) / scale[c, i]) / scale[c, i] for c, w in enumerate(weights))
+
+    mean, var = mixture.mean(), mixture.variance()
+    for i in range(3):
+        assert quad(lambda y: pdf(y, i), -np.inf, np.inf)[0] == pytest.approx(1.0, abs=1e-8)
+        assert mixture.logpdf(np.full(3, 0.4))[i] == pytest.approx(np.log(pdf(0.4, i)), rel=1e-12)
+        assert quad(lambda y: y * pdf(y, i), -np.inf, np.inf)[0] == pytest.approx(mean[i], abs=1e-7)
+        second = quad(lambda y: (y - mean[i]) ** 2 * pdf(y, i), -np.inf, np.inf, limit=200)[0]
+        assert second == pytest.approx(var[i], rel=1e-6)
+        assert mixture.cdf(np.full(3, 0.4))[i] == pytest.approx(quad(lambda y: pdf(y, i), -np.inf, 0.4)[0], abs=1e-8)
+    levels = [0.05, 0.5, 0.95]
+    quantiles = mixture.ppf(levels)
+    for j, q in enumerate(levels):
+        np.testing.assert_allclose(mixture.cdf(quantiles[:, j]), q, atol=1e-9)
+    draws = mixture.sample(200_000, np.random.RandomState(4))
+    spread = quantiles[:, -1] - quantiles[:, 0]
+    assert np.max(np.abs(np.quantile(draws, levels, axis=0).T - quantiles) / spread[:, None]) < 0.01
+    # equal weights are the uniform mixture
+    uniform = MixturePredictive(loc, scale, weights=np.full(6, 1 / 6))
+    plain = MixturePredictive(loc, scale)
+    np.testing.assert_allclose(uniform.logpdf(loc[0]), plain.logpdf(loc[0]), rtol=1e-12)
+    np.testing.assert_allclose(uniform.ppf([0.1, 0.9]), plain.ppf([0.1, 0.9]), rtol=1e-9)
+    np.testing.assert_allclose(uniform.epistemic_variance(), plain.epistemic_variance(), rtol=1e-12)

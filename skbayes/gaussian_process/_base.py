@@ -60,7 +60,6 @@ SPARSE_GP_CONSTRAINTS = {
     "kernel": [StrOptions(set(KERNELS)), Kernel],
     "n_inducing": [Interval(Integral, 1, None, closed="left")],
     "inducing_init": [StrOptions({"kmeans", "random"})],
-    "learn_inducing": ["boolean"],
     "learn_hyperparameters": ["boolean"],
     "inference": [StrOptions(set(GP_ALIASES)), SparseVariational, SampledSparseGP],
     "warm_start": ["boolean"],
@@ -142,7 +141,7 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
             X.shape[1],
             n_latent=n_latent,
             mean=mean,
-            learn_inducing=self.learn_inducing,
+            learn_inducing=self._variational().learn_inducing,
             learn_mean=self.learn_hyperparameters,
             **factory,
         )
@@ -157,8 +156,9 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------- initialisation
     def _model_settings(self, n_features):
         """What a warm start needs unchanged: the parameters that shape the fitted module."""
-        objective = self._variational().objective
-        return (n_features, objective, *(repr(getattr(self, name)) for name in self._warm_start_params))
+        variational = self._variational()
+        return (n_features, variational.objective, variational.learn_inducing,
+                *(repr(getattr(self, name)) for name in self._warm_start_params))
 
     def _initialise(self, X, y):
         """Device, dtype, targets, the module and the optimiser.

@@ -92,8 +92,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         Initial Z of the first layer: ``MiniBatchKMeans`` centres of X, or M
         rows of X. The inner layers' Z start as that Z pushed through the
         mean functions below them ([Salimbeni2017]_'s initialisation).
-    learn_inducing : bool, default=True
-        Optimise the inducing points of every layer.
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation sigma: learned (starting at 0.1
         in standardised units), or fixed at this value in the units of y.
@@ -215,7 +213,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         "n_inducing": [Interval(Integral, 1, None, closed="left")],
         "kernel": [StrOptions(set(_KERNELS)), Kernel],
         "inducing_init": [StrOptions({"kmeans", "random"})],
-        "learn_inducing": ["boolean"],
         "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
         "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
@@ -232,7 +229,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         n_inducing=100,
         kernel="rbf",
         inducing_init="kmeans",
-        learn_inducing=True,
         noise_std="learn",
         prior_mean="constant",
         normalize_y=True,
@@ -249,7 +245,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         self.n_inducing = n_inducing
         self.kernel = kernel
         self.inducing_init = inducing_init
-        self.learn_inducing = learn_inducing
         self.noise_std = noise_std
         self.prior_mean = prior_mean
         self.normalize_y = normalize_y
@@ -282,7 +277,6 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             self.kernel,
             n_inducing=self.n_inducing,
             inducing_init=inducing_init,
-            learn_inducing=self.learn_inducing,
             noise_std=self.noise_std,
             prior_mean=self.prior_mean,
             normalize_y=self.normalize_y,
@@ -301,8 +295,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             kernel = kernel_class(n_inputs, **kernel_params, **factory)
         else:
             kernel = from_sklearn_kernel(self.kernel, **factory)
-        gp = SVGP(kernel, n_inducing, n_inputs, n_latent=width, mean="zero", learn_inducing=self.learn_inducing,
-                  **factory)
+        gp = SVGP(kernel, n_inducing, n_inputs, n_latent=width, mean="zero",
+                  learn_inducing=self.inference_.learn_inducing, **factory)
         with torch.no_grad():
             gp.inducing_points.copy_(z)
             eye = torch.eye(n_inducing, **factory).expand(width, n_inducing, n_inducing)

@@ -14,7 +14,8 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from .._docstrings import fill_doc
 from .._param_validation import N_DRAWS, Interval, StrOptions, _fit_context, validate_method_params
 from ..base import PredictiveRegressorMixin, target_scaling
-from ..nn import GaussianLikelihood, cholesky
+from .._predictive import MixturePredictive, student_t_scale_mixture
+from ..nn import GaussianLikelihood, StudentTLikelihood, cholesky
 from .._sklearn_kernels import from_sklearn_kernel
 from ..nn.gp.kernels import WhiteNoise
 from . import _bsgp
@@ -81,7 +82,7 @@ def minibatch_loss(module, x, y, n_data, objective="vfe"):
 class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     """Sparse variational Gaussian process regression (SVGP).
 
-    A Gaussian process f ~ GP(c, k) with Gaussian observation noise, made
+    A Gaussian process f ~ GP(c, k) with Gaussian (or Student-t) observation noise, made
     scalable by M inducing points Z: the posterior is approximated by
     q(u) = N(m, S) over u = f(Z), whitened [Hensman2015]_, and q, Z, the kernel
     hyperparameters and the noise are fitted by maximising the evidence
@@ -131,18 +132,34 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         Initial Z: the centres of ``MiniBatchKMeans`` on X, or M rows of X
         drawn without replacement. When ``n_inducing >= n_samples`` both use
         X itself, and the model can be exact.
-    learn_inducing : bool, default=True
-        Optimise Z; otherwise Z stays at its initial value.
     learn_hyperparameters : bool, default=True
         Optimise the kernel's hyperparameters and the constant mean. False
         keeps them at their initial values, like
         ``GaussianProcessRegressor(optimizer=None)`` (a ``WhiteKernel``'s
         noise included; ``noise_std="learn"`` is still learned); q(u) is
         then still fitted.
+    noise : {"homoscedastic", "student_t"}, default="homoscedastic"
+        The observation noise model p(y | f):
+
+        - ``"homoscedastic"``: Gaussian, N(y | f, sigma^2); every objective
+          and both inference objects.
+        - ``"student_t"``: robust GP regression, St(y | f, sigma, nu) with
+          the scale sigma of ``noise_std`` and nu > 2 degrees of freedom
+          learned from 4 ([Lange1989]_; :class:`skbayes.nn.StudentTLikelihood`).
+          Its expected log-likelihood under q(f) is taken by Gauss-Hermite
+          quadrature (no closed form), so it takes the ELBO
+          (``SparseVariational(objective="vfe")``) and not the FITC
+          objective, no ``WhiteKernel`` (the noise is the likelihood's) and
+          no sampled posterior; q(u) is left where the optimiser ends (the
+          closed-form optimum of ``"homoscedastic"`` is Gaussian-only). The
+          predictive distribution of y is the Gaussian q(f) convolved with
+          the t, computed as a mixture of Gaussians over the t's precisions
+          (:func:`skbayes._predictive.student_t_scale_mixture`): its
+          log density, quantiles and intervals are exact to ~1e-7.
     noise_std : "learn" or float, default="learn"
-        Observation noise standard deviation sigma. ``"learn"`` learns it
-        (starting at 0.1 in standardised units); a float fixes it, in the
-        units of y.
+        Observation noise standard deviation sigma (the Student-t's scale
+        with ``noise="student_t"``). ``"learn"`` learns it (starting at 0.1
+        in standardised units); a float fixes it, in the units of y.
     prior_mean : {"constant", "zero"}, default="constant"
         Prior mean c of f: a learned constant (starting at the mean of the
         targets the model sees) or zero. With ``normalize_y`` zero is the
@@ -163,7 +180,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         ``"sghmc"`` (:class:`skbayes.inference.SampledSparseGP` at its
         defaults): the Bayesian sparse GP (BSGP) of [Rossi2022]_, section
         6.3: the whitened inducing values, the length-scales, the signal
-        variance, the inducing inputs (with ``learn_inducing``) and the
+        variance, the inducing inputs (with ``start``'s ``learn_inducing``) and the
         noise (with ``noise_std="learn"``) are sampled jointly from the
         posterior of eq. 6.17 (the FITC log-of-expectation likelihood) with
         log-normal hyperpriors, and predictions average the FITC
@@ -182,9 +199,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         hyperparameters and the noise) and the y standardisation are kept,
         and only the optimiser starts afresh (with the current
         ``inference``'s settings). The parameters that shape the model
-        (``kernel``, ``n_inducing``, ``learn_inducing``,
-        ``learn_hyperparameters``, ``noise_std``, ``prior_mean``,
-        ``normalize_y``, the ``objective`` of ``inference``, ``device``,
+        (``kernel``, ``n_inducing``, ``learn_hyperparameters``, ``noise``,
+        ``noise_std``, ``prior_mean``, ``normalize_y``, the ``objective``
+        and ``learn_inducing`` of ``inference``, ``device``,
         ``dtype``) and the number of features must be those of the fit it
         continues; otherwise ``fit`` starts afresh. ``loss_curve_`` and
         ``n_iter_`` then describe the latest ``fit`` only.
@@ -230,10 +247,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         Fitted standard deviation of f, in the units of y (None with a
         kernel object).
     noise_std_ : float
-        Fitted observation noise standard deviation, in the units of y. A
-        Python float, because the model has a single output (the
-        multi-output ``BayesianMLPRegressor.noise_std_`` is an ndarray of
-        shape (n_outputs,)).
+        Fitted observation noise standard deviation (the Student-t's scale
+        with ``noise="student_t"``), in the units of y. A Python float,
+        because the model has a single output (the multi-output
+        ``BayesianMLPRegressor.noise_std_`` is an ndarray of shape
+        (n_outputs,)).
+    noise_df_ : float or None
+        Fitted degrees of freedom nu of the Student-t noise; None with
+        ``noise="homoscedastic"``.
     loss_curve_ : list of float
         Per-datum negative objective (nats) of each epoch, in standardised
         units; each ``partial_fit`` call appends one value.
@@ -282,7 +303,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     ``n_seen_``, the running total of rows seen. The closed-form q(u) is
     only used at initialisation there (it would need all rows).
 
-    Not implemented yet: multi-output y and non-Gaussian likelihoods.
+    Not implemented yet: multi-output y.
 
     References
     ----------
@@ -299,6 +320,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
        probabilistic deep models", PhD thesis, 2022, chapter 6.
     .. [Snelson2006] E. Snelson and Z. Ghahramani, "Sparse Gaussian
        processes using pseudo-inputs", NeurIPS 2006.
+    .. [Lange1989] K. L. Lange, R. J. A. Little and J. M. G. Taylor,
+       "Robust statistical modeling using the t distribution", JASA 84(408),
+       1989.
     .. [Salimbeni2018] H. Salimbeni, S. Eleftheriadis and J. Hensman,
        "Natural gradients in practice: non-conjugate variational inference
        in Gaussian process models", AISTATS 2018.
@@ -320,6 +344,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
 
     _parameter_constraints = {
         **SPARSE_GP_CONSTRAINTS,
+        "noise": [StrOptions({"homoscedastic", "student_t"})],
         "noise_std": [StrOptions({"learn"}), Interval(Real, 0, None, closed="neither")],
         "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
@@ -333,8 +358,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         *,
         n_inducing=256,
         inducing_init="kmeans",
-        learn_inducing=True,
         learn_hyperparameters=True,
+        noise="homoscedastic",
         noise_std="learn",
         prior_mean="constant",
         normalize_y=True,
@@ -350,8 +375,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         self.kernel = kernel
         self.n_inducing = n_inducing
         self.inducing_init = inducing_init
-        self.learn_inducing = learn_inducing
         self.learn_hyperparameters = learn_hyperparameters
+        self.noise = noise
         self.noise_std = noise_std
         self.prior_mean = prior_mean
         self.normalize_y = normalize_y
@@ -376,7 +401,30 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     def _noise_likelihood(self, factory):
         learn_noise = self.noise_std == "learn"
         noise = _NOISE_INIT if learn_noise else max(self.noise_std / self._y_scale, 1e-5)
+        if self.noise == "student_t":
+            return StudentTLikelihood(1, scale=noise, learn_scale=learn_noise, **factory)
         return GaussianLikelihood(1, noise, learn_noise=learn_noise, **factory)
+
+    @property
+    def _student_t(self):
+        return isinstance(self.module_["likelihood"], StudentTLikelihood)
+
+    def _resolve_inference(self):
+        method = super()._resolve_inference()
+        if self.noise == "student_t":
+            if _bsgp.is_sampling(method):
+                raise ValueError(
+                    "noise='student_t' has no sampled posterior (the chains' FITC likelihood is Gaussian); use "
+                    "inference='variational'."
+                )
+            self._variational().check_supported(type(self).__name__ + " with noise='student_t'", objectives=("vfe",),
+                                                monte_carlo=False)
+            if not isinstance(self.kernel, str) and _white_terms(self.kernel):
+                raise ValueError(
+                    "noise='student_t' puts the noise in the likelihood; a WhiteKernel would add Gaussian noise "
+                    f"too. Remove it from kernel={self.kernel!r} (noise_std sets or learns the t's scale)."
+                )
+        return method
 
     def _build_module_from_kernel(self, X, n_inducing, seed, y, factory):
         """The SVGP and likelihood for a scikit-learn kernel object (see ``kernel``)."""
@@ -396,8 +444,10 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         with torch.no_grad():
             if self.prior_mean == "constant":
                 gp.mean_constant.fill_(float(y.mean()))
+            # q(u) starts at the Gaussian optimum (with the t's scale as the noise for noise="student_t")
+            noise_std = likelihood.scale if isinstance(likelihood, StudentTLikelihood) else likelihood.noise_std
             gp.set_optimal_q_(
-                self._to_tensor(X), self._to_tensor(y), likelihood.noise_std[0] ** 2,
+                self._to_tensor(X), self._to_tensor(y), noise_std[0] ** 2,
                 objective=self._variational().objective,
             )
         return torch.nn.ModuleDict({"gp": gp, "likelihood": likelihood})
@@ -412,7 +462,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             )
         return X, column_or_1d(y, warn=True).astype(np.float64)
 
-    _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "noise_std",
+    _warm_start_params = ("kernel", "n_inducing", "learn_hyperparameters", "noise", "noise_std",
                           "prior_mean", "normalize_y", "device", "dtype")
 
     @property
@@ -420,7 +470,12 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         return self._y_scale
 
     def _string_kernel_as_sklearn(self, module):
-        """ConstantKernel * RBF / Matern + WhiteKernel(noise variance), in the model's (standardised) units."""
+        """ConstantKernel * RBF / Matern + WhiteKernel(noise variance), in the model's (standardised) units.
+
+        Without the WhiteKernel for Student-t noise, which is not a kernel term.
+        """
+        if self._student_t:
+            return super()._string_kernel_as_sklearn(module)
         noise_var = float(self.module_["likelihood"].noise_std[0]) ** 2
         return super()._string_kernel_as_sklearn(module) + WhiteKernel(noise_var)
 
@@ -467,14 +522,16 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             X_t, y_t = self._to_tensor(X), self._to_tensor(y)
             # The chains start from the variational fit (the thesis collects its samples after an optimisation).
             self._train(X_t, y_t, X.shape[0], self._shuffle_seed)
+            self.noise_df_ = None
             return self._sample_posterior(method, X_t, y_t)
         y = self._continue(y) if self._can_warm_start(X, y) else self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
         result = self._train(X_t, y_t, n_samples, self._shuffle_seed)
-        with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
-            noise_var = self.module_["likelihood"].noise_std[0] ** 2
-            self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self._variational().objective)
+        if not self._student_t:
+            with torch.no_grad():  # the exact maximiser over q for the final Z and hyperparameters
+                noise_var = self.module_["likelihood"].noise_std[0] ** 2
+                self.module_["gp"].set_optimal_q_(X_t, y_t, noise_var, objective=self._variational().objective)
         self._store_training_result(result, n_seen=n_samples)
         self._set_fitted_hyperparameters()
         return self
@@ -523,8 +580,16 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
 
     def _set_fitted_hyperparameters(self):
         super()._set_fitted_hyperparameters()
+        likelihood = self.module_["likelihood"]
         with torch.no_grad():
-            self.noise_std_ = float(self.module_["likelihood"].noise_std[0]) * self._y_scale
+            if self._student_t:
+                self.noise_std_ = float(likelihood.scale[0]) * self._y_scale
+                self.noise_df_ = float(likelihood.df[0])
+                self._aleatoric_std = float(likelihood.noise_variance()[0].sqrt()) * self._y_scale
+            else:
+                self.noise_std_ = float(likelihood.noise_std[0]) * self._y_scale
+                self.noise_df_ = None
+                self._aleatoric_std = self.noise_std_
 
     # --------------------------------------------------------------- prediction
     def _latent_marginals(self, X):
@@ -547,8 +612,32 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         gp = self.module_["gp"]
         with torch.no_grad():
             mean, cov = gp.predict_f(self._to_tensor(X), full_cov=True)
-            noise_var = self.module_["likelihood"].noise_std[0] ** 2
+            noise_var = self._noise_variance()
             return mean, cov + noise_var * torch.eye(X.shape[0], dtype=cov.dtype, device=cov.device)
+
+    def _noise_variance(self):
+        """The noise variance in standardised units, a tensor of shape (): sigma^2, or s^2 nu / (nu - 2) for the t."""
+        likelihood = self.module_["likelihood"]
+        return likelihood.noise_variance()[0] if self._student_t else likelihood.noise_std[0] ** 2
+
+    def _student_t_predictive(self, X):
+        """The predictive of y at validated X under Student-t noise, a MixturePredictive in standardised units.
+
+        p(y) = int N(f | mu, s^2) St(y | f, sigma, nu) df = E_lambda[N(y | mu,
+        s^2 + sigma^2 / lambda)], lambda ~ Gamma(nu / 2, rate nu / 2) (the t
+        as a scale mixture of Gaussians, [Lange1989]_): a weighted mixture of
+        Gaussians over the precisions of :func:`student_t_scale_mixture`,
+        every component centred at mu with latent variance s^2.
+        """
+        mean, var = self._latent_marginals(X)
+        likelihood = self.module_["likelihood"]
+        with torch.no_grad():
+            scale, df = float(likelihood.scale[0]), float(likelihood.df[0])
+        precision, weights = student_t_scale_mixture(df)
+        component_var = var[None, :] + scale**2 / precision[:, None]
+        return MixturePredictive(
+            np.broadcast_to(mean, component_var.shape), np.sqrt(component_var), latent_var=var[None, :], weights=weights
+        )
 
     def predict_uncertainty(self, X):
         """Predictive mean and standard deviations, split by source.
@@ -573,7 +662,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """predict_uncertainty's Bunch for already validated X."""
         mean, var = self._latent_marginals(X)
         epistemic = np.sqrt(var) * self._y_scale
-        aleatoric = np.full_like(epistemic, self.noise_std_)
+        aleatoric = np.full_like(epistemic, self.noise_std_ if _bsgp.is_sampled(self) else self._aleatoric_std)
         return Bunch(
             mean=mean * self._y_scale + self._y_mean,
             std=np.sqrt(epistemic**2 + aleatoric**2),
@@ -653,10 +742,22 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             If ``n_samples`` is not a positive integer, ``random_state`` is
             not a seed, or X has more than 5,000 rows.
         """
-        mean, cov = self._joint(self._validate_X_predict(X))
+        X = self._validate_X_predict(X)
+        mean, cov = self._joint(X)
+        rng = check_random_state(random_state)
+        if not _bsgp.is_sampled(self) and self._student_t:
+            # joint draws of f, then independent t noise (y - f is not Gaussian)
+            with torch.no_grad():
+                cov = cov - self._noise_variance() * torch.eye(X.shape[0], dtype=cov.dtype, device=cov.device)
+                chol = cholesky(cov, jitter=0.0).cpu().numpy()
+                likelihood = self.module_["likelihood"]
+                scale, df = float(likelihood.scale[0]), float(likelihood.df[0])
+            f = mean.cpu().numpy()[:, None] + chol @ rng.standard_normal((chol.shape[0], n_samples))
+            samples = f + scale * rng.standard_t(df, size=f.shape)
+            return samples * self._y_scale + self._y_mean
         with torch.no_grad():
             chol = cholesky(cov, jitter=0.0).cpu().numpy()
-        z = check_random_state(random_state).standard_normal((chol.shape[0], n_samples))
+        z = rng.standard_normal((chol.shape[0], n_samples))
         samples = mean.cpu().numpy()[:, None] + chol @ z
         return samples * self._y_scale + self._y_mean
 
@@ -670,6 +771,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """
         if hasattr(self, "module_") and _bsgp.is_sampled(self):
             return _bsgp.predictive_quantiles(self, self._validate_X_predict(X), levels)
+        if hasattr(self, "module_") and self._student_t:  # the Gaussian q(f) convolved with the t
+            quantiles = self._student_t_predictive(self._validate_X_predict(X)).ppf(levels)
+            return quantiles * self._y_scale + self._y_mean
         return super()._predictive_quantiles(X, levels)
 
     def log_predictive_density(self, X, y):
@@ -686,5 +790,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
         if _bsgp.is_sampled(self):  # the mixture over kept samples
             return _bsgp.log_predictive_density(self, X, y)
+        if self._student_t:
+            y_model = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
+            return self._student_t_predictive(X).logpdf(y_model) - np.log(self._y_scale)
         result = self._uncertainty(X)  # X is validated once, here
         return norm.logpdf(y, result.mean, result.std)

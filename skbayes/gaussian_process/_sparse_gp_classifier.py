@@ -93,8 +93,6 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         Initial Z: ``MiniBatchKMeans`` centres of X, or M rows of X drawn
         without replacement. When ``n_inducing >= n_samples`` both use X
         itself.
-    learn_inducing : bool, default=True
-        Optimise Z; otherwise Z stays at its initial value.
     learn_hyperparameters : bool, default=True
         Optimise the kernel hyperparameters and the constant prior means;
         False keeps them at their initial values (q(u) is still fitted).
@@ -139,7 +137,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         defaults): the Bayesian sparse GP (BSGP) of [Rossi2022]_, section 6.3,
         as in :class:`~skbayes.SparseGPRegressor`: the whitened inducing
         values v of every latent function, the length-scales, the signal
-        variance and the inducing inputs (with ``learn_inducing``) are
+        variance and the inducing inputs (with ``start``'s ``learn_inducing``) are
         sampled jointly from the posterior of eq. 6.17 with log-normal
         hyperpriors, whose data term is the log of the expected likelihood
         under the FITC conditional N(mu~_n, s~_n^2) of f_n given v (eq.
@@ -162,8 +160,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     warm_start : bool, default=False
         Make the next ``fit`` continue from the fitted model (q(u), Z, the
         hyperparameters) with a new optimiser, when the parameters that
-        shape the model (``kernel``, ``n_inducing``, ``learn_inducing``,
-        ``learn_hyperparameters``, ``likelihood``, ``device``, ``dtype``),
+        shape the model (``kernel``, ``n_inducing``,
+        ``learn_hyperparameters``, ``likelihood``, the ``objective`` and
+        ``learn_inducing`` of ``inference``, ``device``, ``dtype``),
         the number of features and the classes are those of the fit it
         continues; otherwise ``fit`` starts afresh.
     callbacks : list of skbayes._training.Callback or None, default=None
@@ -276,7 +275,7 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
     # the ELBO only (no FITC objective)
     _variational_forms = {"objectives": ("vfe",)}
 
-    _warm_start_params = ("kernel", "n_inducing", "learn_inducing", "learn_hyperparameters", "likelihood",
+    _warm_start_params = ("kernel", "n_inducing", "learn_hyperparameters", "likelihood",
                           "device", "dtype")
 
     def __init__(
@@ -285,7 +284,6 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         *,
         n_inducing=256,
         inducing_init="kmeans",
-        learn_inducing=True,
         learn_hyperparameters=True,
         likelihood="auto",
         n_quadrature=20,
@@ -302,7 +300,6 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         self.kernel = kernel
         self.n_inducing = n_inducing
         self.inducing_init = inducing_init
-        self.learn_inducing = learn_inducing
         self.learn_hyperparameters = learn_hyperparameters
         self.likelihood = likelihood
         self.n_quadrature = n_quadrature

@@ -77,6 +77,12 @@ class SparseVariational(_GPInference):
         ``optimizer="ngd"``. With gamma = 1 one full-batch step solves for the
         optimal q(u) of the conjugate regression bound; [Salimbeni2018]_ use
         about 0.1 for non-conjugate likelihoods and minibatches.
+    learn_inducing : bool, default=True
+        Optimise the inducing inputs Z with the rest (as GPyTorch's
+        ``VariationalStrategy(learn_inducing_locations=True)``); False keeps
+        them where the estimator's ``inducing_init`` put them. A
+        :class:`SampledSparseGP` started from this fit samples Z only when
+        they are learned.
     n_mc_train : int or "auto", default="auto"
         Monte-Carlo draws per row and step where the bound has no closed
         form: the softmax expectation of the classifier (``"auto"``: 8) and
@@ -114,6 +120,7 @@ class SparseVariational(_GPInference):
         "objective": [StrOptions(set(OBJECTIVES))],
         "optimizer": [StrOptions({"adam", "ngd"})],
         "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
+        "learn_inducing": ["boolean"],
         "n_mc_train": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         **LOOP_CONSTRAINTS,
     }
@@ -124,6 +131,7 @@ class SparseVariational(_GPInference):
         *,
         optimizer="adam",
         ngd_step_size=0.1,
+        learn_inducing=True,
         n_mc_train="auto",
         learning_rate_init=0.01,
         max_iter="auto",
@@ -133,6 +141,7 @@ class SparseVariational(_GPInference):
         self.objective = objective
         self.optimizer = optimizer
         self.ngd_step_size = ngd_step_size
+        self.learn_inducing = learn_inducing
         self.n_mc_train = n_mc_train
         self.learning_rate_init = learning_rate_init
         self.max_iter = max_iter
@@ -206,7 +215,7 @@ class SampledSparseGP(_GPInference):
     """Sampling of a sparse GP's posterior: the Bayesian sparse GP (BSGP) of [Rossi2022]_, section 6.3.
 
     The whitened inducing values v, the kernel's length-scales and signal
-    variance, the inducing inputs (with the estimator's ``learn_inducing``)
+    variance, the inducing inputs (with ``start``'s ``learn_inducing``)
     and the regressor's noise (with ``noise_std="learn"``) are sampled
     jointly from the posterior of [Rossi2022]_, eq. 6.17 (the FITC
     log-of-expectation likelihood with log-normal hyperpriors) by

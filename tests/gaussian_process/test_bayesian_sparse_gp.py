@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import integrate, stats
-from scipy.linalg import cho_solve, cholesky, solve_triangular
+from scipy.linalg import cholesky, solve_triangular
 from sklearn.base import clone
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
@@ -35,8 +35,9 @@ def _exact_sampler(random_state=0, **sghmc):
     settings = {"n_chains": N_CHAINS, "burn_in": 300, "thinning": 5, "n_kept_samples": N_KEPT,
                 "step_size": 0.03, "friction": 0.5, **sghmc}
     return SparseGPRegressor(
-        n_inducing=100, learn_inducing=False, learn_hyperparameters=False, noise_std=NOISE, prior_mean="zero", normalize_y=False, random_state=random_state,
-        inference=SampledSparseGP(SGHMC(**settings)),
+        n_inducing=100, learn_hyperparameters=False, noise_std=NOISE, prior_mean="zero", normalize_y=False,
+        random_state=random_state,
+        inference=SampledSparseGP(SGHMC(**settings), start=SparseVariational(learn_inducing=False)),
     )
 
 

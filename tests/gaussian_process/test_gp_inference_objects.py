@@ -47,7 +47,7 @@ def test_the_classifier_takes_the_shared_parameters_in_the_regressors_order():
     classifier = list(inspect.signature(SparseGPClassifier).parameters)
     shared = [name for name in regressor if name in classifier]
     assert [name for name in classifier if name in regressor] == shared
-    assert len(shared) >= 13
+    assert len(shared) >= 12
 
 
 def test_aliases_are_the_default_objects():

@@ -117,9 +117,9 @@ def test_inducing_points_at_the_data_give_exact_gp_regression(small_problem, ker
         C(signal_var) * SKLEARN_KERNELS[kernel](ls) + WhiteKernel(noise**2), optimizer=None
     ).fit(X, y)
     model = SparseGPRegressor(
-        kernel, n_inducing=len(X), inducing_init=inducing_init, learn_inducing=False, learn_hyperparameters=False,
+        kernel, n_inducing=len(X), inducing_init=inducing_init, learn_hyperparameters=False,
         noise_std=noise, prior_mean="zero", normalize_y=False, random_state=0,
-        inference=SparseVariational(max_iter=20),
+        inference=SparseVariational(learn_inducing=False, max_iter=20),
     ).fit(X, y)
     np.testing.assert_array_equal(model.inducing_points_, X)
     mean, std = exact.predict(X_test, return_std=True)
@@ -301,9 +301,9 @@ def test_fixed_values_are_given_in_the_units_of_y(sine_data):
 
 def test_learn_inducing_controls_whether_z_moves(sine_data):
     (X, y), _ = sine_data
-    params = {"n_inducing": 8, "inference": SparseVariational(max_iter=30), "random_state": 0}
-    fixed = SparseGPRegressor(learn_inducing=False, **params).fit(X, y)
-    moved = SparseGPRegressor(**params).fit(X, y)
+    params = {"n_inducing": 8, "random_state": 0}
+    fixed = SparseGPRegressor(inference=SparseVariational(learn_inducing=False, max_iter=30), **params).fit(X, y)
+    moved = SparseGPRegressor(inference=SparseVariational(max_iter=30), **params).fit(X, y)
     assert "gp.inducing_points" not in dict(fixed.module_.named_parameters())
     assert "gp.inducing_points" in dict(moved.module_.named_parameters())
     # same k-means start (same random_state); only the learned one moved away
@@ -535,9 +535,9 @@ def _dense_rbf(hyper):
 def _fixed_gp(objective, n_inducing, noise_std, **variational):
     """The string RBF kernel at its initial values, fixed; Z fixed; ``variational``: SparseVariational's settings."""
     return SparseGPRegressor(
-        n_inducing=n_inducing, learn_inducing=False, learn_hyperparameters=False, prior_mean="zero",
+        n_inducing=n_inducing, learn_hyperparameters=False, prior_mean="zero",
         normalize_y=False, random_state=0, noise_std=noise_std,
-        inference=SparseVariational(objective=objective, **variational),
+        inference=SparseVariational(objective=objective, learn_inducing=False, **variational),
     )
 
 

@@ -136,8 +136,9 @@ def test_matches_exact_gaussian_process_regressor():
     kernel = C(1.0) * RBF(np.ones(2)) + WhiteKernel(0.1)
     gpr = GaussianProcessRegressor(kernel=kernel, normalize_y=True, random_state=0).fit(X, y)
     model = SparseGPRegressor(
-        kernel=kernel, n_inducing=n, learn_inducing=False, prior_mean="zero", random_state=0,
-        inference=SparseVariational(optimizer="ngd", ngd_step_size=1.0, learning_rate_init=0.05, max_iter=1500,
+        kernel=kernel, n_inducing=n, prior_mean="zero", random_state=0,
+        inference=SparseVariational(optimizer="ngd", ngd_step_size=1.0, learn_inducing=False,
+                                    learning_rate_init=0.05, max_iter=1500,
                                     tol=0.0, n_iter_no_change=1500),
     )
     with pytest.warns(ConvergenceWarning):  # fixed epoch budget: the convergence warning
@@ -205,8 +206,8 @@ def test_string_kernel_has_a_kernel_for_the_exact_gp(name, sk_class):
     X = rng.uniform(-2, 2, size=(80, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(80) + 3.0
     model = SparseGPRegressor(
-        kernel=name, n_inducing=80, learn_inducing=False, prior_mean="zero", random_state=0,
-        inference=SparseVariational(max_iter=60),
+        kernel=name, n_inducing=80, prior_mean="zero", random_state=0,
+        inference=SparseVariational(learn_inducing=False, max_iter=60),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

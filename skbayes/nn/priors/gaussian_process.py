@@ -22,7 +22,6 @@ References
 
 import math
 
-import torch
 from torch.nn import functional as F
 
 __all__ = ["dpp_log_prob", "log_normal_log_prob", "log_normal_raw_log_prob", "standard_normal_log_prob"]
