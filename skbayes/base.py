@@ -322,6 +322,20 @@ class TorchEstimatorMixin:
         """What a warm start needs unchanged: the parameters that shape the fitted module."""
         raise NotImplementedError
 
+    def _stream_epoch(self, train, n_rows):
+        """``partial_fit``'s epoch: ``n_rows`` more rows seen, one epoch of ``train``, its result appended.
+
+        ``train(n_data, offset, **loop)`` runs the loop over the call's rows
+        with the objective's N = ``n_data`` (the running total ``n_seen_``,
+        this call's rows included), its seeds offset by ``offset`` (the
+        epochs run so far, so that every call draws afresh) and the loop
+        settings ``loop`` (a fixed schedule of one epoch: no step budget, no
+        stopping rule), and returns the loop's result.
+        """
+        self.n_seen_ += n_rows
+        result = train(self.n_seen_, self.n_iter_, max_iter=1, max_steps=None, n_iter_no_change=None)
+        self._append_training_result(result)
+
     def _store_training_result(self, result, n_seen=None):
         """``fit``'s bookkeeping: the fitted attributes of a :class:`skbayes._training.TrainingResult`.
 

@@ -220,17 +220,11 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         included); the loop runs a fixed schedule of one epoch, and the
         optimiser's state carries over from the previous call.
         """
-        self.n_seen_ += X.shape[0]
-        result = self._train(
-            self._to_tensor(X),
-            self._to_tensor(y),
-            self.n_seen_,
-            self._shuffle_seed + self.n_iter_,
-            max_iter=1,
-            max_steps=None,
-            n_iter_no_change=None,  # one epoch, a fixed schedule
+        X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+        self._stream_epoch(
+            lambda n_data, offset, **loop: self._train(X_t, y_t, n_data, self._shuffle_seed + offset, **loop),
+            X.shape[0],
         )
-        self._append_training_result(result)
         self._set_fitted_hyperparameters()
         return self
 

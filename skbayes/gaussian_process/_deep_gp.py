@@ -437,18 +437,12 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
         else:
             y = (y - self._y_mean) / self._y_scale
-        self.n_seen_ += X.shape[0]
-        result = self._train(
-            self._to_tensor(X),
-            self._to_tensor(y),
-            self.n_seen_,
-            self._shuffle_seed + self.n_iter_,
-            self._noise_seed + self.n_iter_,
-            max_iter=1,
-            max_steps=None,
-            n_iter_no_change=None,  # one epoch, a fixed schedule
+        X_t, y_t = self._to_tensor(X), self._to_tensor(y)
+        self._stream_epoch(
+            lambda n_data, offset, **loop: self._train(
+                X_t, y_t, n_data, self._shuffle_seed + offset, self._noise_seed + offset, **loop),
+            X.shape[0],
         )
-        self._append_training_result(result)
         self._set_fitted_attributes()
         return self
 
