@@ -178,6 +178,9 @@ def _method(method, method_params, params, cls):
     The loop settings of ``params`` move onto the method where they now live
     (and are dropped for a method with a schedule of its own, which ignored
     them); with the earlier API, where the estimator held them, they stay.
+    So does ``n_mc_predict``, the weight draws at prediction: onto the methods
+    that draw weights, dropped for those with members (``SGHMC``,
+    ``DeepEnsemble``), which predicted with all of them and ignored it.
     """
     import skbayes.inference
 
@@ -192,6 +195,11 @@ def _method(method, method_params, params, cls):
                 value = params.pop(key)
                 if key in method_cls().get_params():
                     method_params.setdefault(key, value)
+    if "n_mc_predict" in params and not _has_param(cls, "n_mc_predict"):
+        method_params = {**method_params}
+        value = params.pop("n_mc_predict")
+        if "n_mc_predict" in method_cls().get_params():
+            method_params.setdefault("n_mc_predict", value)
     return method_cls(**method_params)
 
 
@@ -261,10 +269,10 @@ def make_estimator(name):
         params = {"n_components": 3, "max_iter": 25, **common, **shared}
         return skbayes.BayesianGaussianMixture(**params), options
     if kind == "cal":
-        params = {"max_iter": 6}
+        params = {"max_iter": 6, "n_mc_predict": 7}
         method = _method("mfvi", {}, params, skbayes.BayesianMLPRegressor)
         base = skbayes.BayesianMLPRegressor(
-            (8,), inference=method, noise="homoscedastic", batch_size=16, n_mc_predict=7, **params, **common)
+            (8,), inference=method, noise="homoscedastic", batch_size=16, **params, **common)
         params = {"cv": 2, **shared}
         return skbayes.CalibratedRegressorCV(base, **params), options
     if kind in ("reg", "clf"):
@@ -272,12 +280,7 @@ def make_estimator(name):
         # the classifier's defaults when the reference was written (its defaults changed since)
         recorded = {"prior_scale": 1.0, "early_stopping": False, "n_iter_no_change": 50} if kind == "clf" else {}
         params = {"hidden_layer_sizes": (8,), "max_iter": 6, "batch_size": 16, **recorded, **common, **shared}
-        if _has_param(cls, "n_mc_predict"):
-            params["n_mc_predict"] = 7
-            params["inference"] = _method(method, method_params, params, cls)
-            if kind == "reg" and _has_param(cls, "noise") and "noise" not in shared:
-                params["noise"] = "homoscedastic"  # the reference's noise model (the default became "auto")
-        else:
+        if _has_param(cls, "n_samples_predict"):  # the API before the inference objects
             params["n_samples_predict"] = 7
             if "noise_std" in params:
                 params["noise"] = params.pop("noise_std")
@@ -285,6 +288,11 @@ def make_estimator(name):
             if "n_mc_train" in method_params:
                 method_params["n_samples_train"] = method_params.pop("n_mc_train")
             params.update(inference=method, **method_params)
+        else:
+            params["n_mc_predict"] = 7
+            params["inference"] = _method(method, method_params, params, cls)
+            if kind == "reg" and _has_param(cls, "noise") and "noise" not in shared:
+                params["noise"] = "homoscedastic"  # the reference's noise model (the default became "auto")
         return cls(**params), options
     if kind == "sgp":
         if "inference" in shared:  # the sampled GP: a short variational start, then the chains

@@ -66,8 +66,9 @@ def inference_methods(settings=None, estimator=None, **loop):
     inference object of :func:`inference_object_classes` that it accepts.
     A parameter value that is callable is called, to give each object a fresh
     sub-object (e.g. a prior that is fitted with the estimator). ``loop``
-    (e.g. ``max_iter=3``) sets the loop settings of the methods that have them
-    (:func:`with_loop`), under those of ``settings``.
+    (e.g. ``max_iter=3``, ``n_mc_predict=10``) sets the loop settings and the
+    prediction draws of the methods that have them (:func:`with_loop`), under
+    those of ``settings``.
     """
     settings = settings or {}
     unknown = set(settings) - {cls.__name__ for cls in inference_object_classes()}
@@ -86,11 +87,14 @@ def fresh(params):
 
 
 def with_loop(method, **settings):
-    """A copy of the inference ``method`` (an object or an alias) with those loop ``settings`` it has.
+    """A copy of the inference ``method`` (an object or an alias) with those ``settings`` it has.
 
     The loop settings (``max_iter``, ``learning_rate_init``, ``tol``...) are the
     gradient-trained methods' own; a method with a schedule of its own
-    (``SGHMC``) has none of them and is returned as it is.
+    (``SGHMC``) has none of them and is returned as it is. Likewise the weight
+    draws at prediction, ``n_mc_predict``, belong to the methods that draw
+    weights; those with members (``SGHMC``, ``DeepEnsemble``) predict with all
+    of them and have no such setting.
     """
     from sklearn.base import clone
 

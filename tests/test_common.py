@@ -12,13 +12,15 @@ from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, Me
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
     "BayesianGaussianMixture": {"n_components": 2, "max_iter": 20, "random_state": 0},
-    "BayesianMLPClassifier": {"n_mc_predict": 10, "random_state": 0},
-    "BayesianMLPRegressor": {
-        "hidden_layer_sizes": (50,), "noise": "homoscedastic", "n_mc_predict": 10, "random_state": 0,
-    },
+    # (the MLPs' weight draws at prediction are their methods' n_mc_predict: PREDICT_SETTINGS)
+    "BayesianMLPClassifier": {"random_state": 0},
+    "BayesianMLPRegressor": {"hidden_layer_sizes": (50,), "noise": "homoscedastic", "random_state": 0},
     # A meta-estimator: the checks run on a small base regressor (2 folds, 2 fits per fit).
     "CalibratedRegressorCV": {
-        "estimator": skbayes.BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=40), n_mc_predict=10, random_state=0, noise="homoscedastic"), "cv": 2,
+        "estimator": skbayes.BayesianMLPRegressor(
+            (8,), inference=MeanFieldVI(max_iter=40, n_mc_predict=10), random_state=0, noise="homoscedastic"
+        ),
+        "cv": 2,
     },
     # the GPs' training settings are those of their inference objects (METHOD_SETTINGS)
     "DeepGPRegressor": {"n_inducing": 10, "n_mc_predict": 10, "random_state": 0},
@@ -70,6 +72,8 @@ def _takes_inference_objects(cls):
 # method (PBP's passes are few by design; the hypernetwork, which generates every weight, learns the
 # classifier's default 100 hidden units too slowly for check_classifiers_train in 30 epochs).
 LOOP_SETTINGS = {"max_iter": 60}
+# The weight draws at prediction of the methods that draw them (those with members predict with all).
+PREDICT_SETTINGS = {"n_mc_predict": 10}
 METHOD_LOOP_SETTINGS = {"PBP": {"max_iter": 5}, "BayesByHypernet": {"max_iter": 30}, "BayesByGAN": {"max_iter": 30}}
 METHOD_ESTIMATOR_PARAMS = {"BayesByHypernet": {"hidden_layer_sizes": (50,)}}
 
@@ -86,8 +90,8 @@ class _Module(nn.Sequential):
 
 # The module path's settings (the module estimators' defaults before they became module=): N(0, 1),
 # Gaussian noise, no early stopping, 30 epochs.
-MODULE_PARAMS = {"module": _Module, "prior_scale": 1.0, "n_mc_predict": 10, "random_state": 0}
-MODULE_LOOP_SETTINGS = {"max_iter": 30, "early_stopping": False, "n_iter_no_change": 50}
+MODULE_PARAMS = {"module": _Module, "prior_scale": 1.0, "random_state": 0}
+MODULE_LOOP_SETTINGS = {"max_iter": 30, "early_stopping": False, "n_iter_no_change": 50, **PREDICT_SETTINGS}
 
 # check name -> reason, per estimator. Empty: every check passes.
 EXPECTED_FAILED_CHECKS = {}
@@ -127,17 +131,18 @@ def _instances():
                 continue  # PBP: regression only
             name = type(method).__name__
             params = {**INIT_PARAMS[cls.__name__], **METHOD_ESTIMATOR_PARAMS.get(name, {})}
-            yield cls(**params, inference=with_loop(method, **{**LOOP_SETTINGS, **METHOD_LOOP_SETTINGS.get(name, {})}))
+            settings = {**LOOP_SETTINGS, **METHOD_LOOP_SETTINGS.get(name, {}), **PREDICT_SETTINGS}
+            yield cls(**params, inference=with_loop(method, **settings))
         for method in _module_methods():  # the module= path
             noise = {"noise": "homoscedastic"} if cls is skbayes.BayesianMLPRegressor else {}
             yield cls(**MODULE_PARAMS, **noise, inference=with_loop(method, **MODULE_LOOP_SETTINGS))
         if cls is skbayes.BayesianMLPRegressor:  # the other noise models, each with one method
             yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "heteroscedastic"},
-                      inference=MeanFieldVI(**LOOP_SETTINGS))
+                      inference=MeanFieldVI(**LOOP_SETTINGS, **PREDICT_SETTINGS))
             yield cls(**{**INIT_PARAMS[cls.__name__], "noise": "student_t"},
                       inference=DeepEnsemble(n_estimators=2, **LOOP_SETTINGS))
             # the defaults (noise="auto": Student-t; two hidden layers) with a short SGHMC schedule
-            yield cls(n_mc_predict=10, random_state=0, inference=SGHMC(burn_in=20, thinning=2, n_kept_samples=5))
+            yield cls(random_state=0, inference=SGHMC(burn_in=20, thinning=2, n_kept_samples=5))
 
 
 @parametrize_with_checks(

@@ -60,7 +60,7 @@ def _on_cpu(model):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_regressor_on_cuda(method, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6), n_mc_predict=20, device="cuda", random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6, n_mc_predict=20), device="cuda", random_state=0, noise="homoscedastic")
     model.fit(X, y)
     assert model.device_.type == "cuda" and model.dtype_ == "float32"
     assert next(model.module_.parameters()).is_cuda
@@ -82,7 +82,7 @@ def test_regressor_on_cuda(method, data):
                                     n_kept_samples=4)], ids=lambda m: type(m).__name__)
 def test_noise_models_on_cuda(method, noise, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6), noise=noise, n_mc_predict=20, device="cuda",
+    model = BayesianMLPRegressor((16,), inference=with_loop(method, max_iter=6, n_mc_predict=20), noise=noise, device="cuda",
                                  random_state=0).fit(X, y)
     assert next(model.module_["network"].parameters()).is_cuda
     parts = model.predict_uncertainty(X)
@@ -99,7 +99,7 @@ def test_noise_models_on_cuda(method, noise, data):
 def test_classifier_on_cuda(method, data):
     X, y = data
     labels = (y > 0).astype(int)
-    clf = BayesianMLPClassifier((16,), inference=with_loop(method, max_iter=6), n_mc_predict=20, device="cuda", random_state=0)
+    clf = BayesianMLPClassifier((16,), inference=with_loop(method, max_iter=6, n_mc_predict=20), device="cuda", random_state=0)
     proba = clf.fit(X, labels).predict_proba(X)
     assert proba.shape == (120, 2)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
@@ -111,7 +111,7 @@ def test_classifier_on_cuda(method, data):
 @pytest.mark.parametrize("method", [m for m in METHODS if m.supports_partial_fit], ids=lambda m: type(m).__name__)
 def test_partial_fit_on_cuda(method, data):
     X, y = data
-    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, device="cuda", random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((16,), inference=with_loop(method, n_mc_predict=10), device="cuda", random_state=0, noise="homoscedastic")
     for rows in np.array_split(np.arange(120), 3):
         model.partial_fit(X[rows], y[rows])
     assert model.n_iter_ == 3 and model.n_seen_ == 120
@@ -211,7 +211,7 @@ def test_convolutional_classifier_on_cuda_pickles_to_the_cpu(method):
 
     X, y = load_digits(return_X_y=True)
     X, y = X[:300] / 16, y[:300]
-    clf = BayesianMLPClassifier(module=_TinyCNN, input_shape=(1, 8, 8), inference=with_loop(method, max_iter=4, early_stopping=False, n_iter_no_change=50), n_mc_predict=10, device="cuda", random_state=0, prior_scale=1.0).fit(X, y)
+    clf = BayesianMLPClassifier(module=_TinyCNN, input_shape=(1, 8, 8), inference=with_loop(method, max_iter=4, early_stopping=False, n_iter_no_change=50, n_mc_predict=10), device="cuda", random_state=0, prior_scale=1.0).fit(X, y)
     assert clf.device_.type == "cuda" and next(clf.module_.parameters()).is_cuda
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
@@ -228,7 +228,7 @@ def test_recurrent_regressor_on_cuda(method):
     rng = np.random.RandomState(0)
     X = rng.randn(80, 6)
     y = X.sum(1) + 0.1 * rng.randn(80)
-    model = BayesianMLPRegressor(module=_TinyLSTM, input_shape=(6, 1), inference=with_loop(method, max_iter=4), n_mc_predict=10, device="cuda", random_state=0, noise="homoscedastic").fit(X, y)
+    model = BayesianMLPRegressor(module=_TinyLSTM, input_shape=(6, 1), inference=with_loop(method, max_iter=4, n_mc_predict=10), device="cuda", random_state=0, noise="homoscedastic").fit(X, y)
     mean, std = model.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
     cpu_mean, cpu_std = _on_cpu(model).predict(X, return_std=True)

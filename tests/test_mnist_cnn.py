@@ -81,11 +81,11 @@ def test_mean_pass_is_the_network_without_dropout():
 def test_mean_pass_none_for_ensembles_and_mc_equal_at_rate_zero():
     X, y = _digits()
     common = {"module": mnist_cnn.LeNet, "module_params": {"n_hidden": 8}, "input_shape": (1, 28, 28),
-              "prior_scale": 1.0, "random_state": 0, "device": "cpu", "dtype": "float32", "n_mc_predict": 4}
+              "prior_scale": 1.0, "random_state": 0, "device": "cpu", "dtype": "float32"}
     loop = {"max_iter": 1, "early_stopping": False, "n_iter_no_change": 50}
     ensemble = BayesianMLPClassifier(inference=DeepEnsemble(n_estimators=2, **loop), **common).fit(X, y)
     assert mnist_cnn.mean_pass_proba(ensemble, X) is None
-    no_dropout = BayesianMLPClassifier(inference=MCDropout(dropout_rate=0.0, **loop), **common).fit(X, y)
+    no_dropout = BayesianMLPClassifier(inference=MCDropout(dropout_rate=0.0, n_mc_predict=4, **loop), **common).fit(X, y)
     np.testing.assert_allclose(mnist_cnn.mean_pass_proba(no_dropout, X), no_dropout.predict_proba(X), rtol=1e-5)
 
 

@@ -395,6 +395,19 @@ def sghmc_schedule(epochs, n_kept_samples=20):
     return {"burn_in": burn_in, "thinning": thinning, "n_kept_samples": n_kept_samples}
 
 
+def with_prediction_draws(method, n_mc_predict):
+    """A copy of the inference ``method`` that averages ``n_mc_predict`` weight draws at prediction.
+
+    The draws are a setting of the methods that draw weights (``MeanFieldVI``,
+    ``MCDropout``, ...); a method with members (``SGHMC``, ``DeepEnsemble``)
+    predicts with all of them, has no such setting and comes back unchanged.
+    """
+    from sklearn.base import clone
+
+    method = clone(method)
+    return method.set_params(n_mc_predict=n_mc_predict) if "n_mc_predict" in method.get_params() else method
+
+
 def bnn_methods(epochs, *, task="regression", quick=False):
     """Every inference method of the Bayesian MLPs, with the settings the BNN benchmarks give it.
 

@@ -224,8 +224,7 @@ class LSTMRegressorModule(nn.Module):
 def network(name, args, seed):
     """The estimator of method ``name`` (one of NETWORKS) with ``random_state=seed``."""
     common = dict(input_shape=(args.n_lags, 1), prior_scale=args.prior_scale, noise="homoscedastic",
-                  batch_size=args.batch_size, n_mc_predict=args.n_mc_predict, random_state=seed, device=args.device,
-                  dtype="float32")
+                  batch_size=args.batch_size, random_state=seed, device=args.device, dtype="float32")
     # the training loop's settings are the inference method's: a fixed number of epochs
     loop = dict(max_iter=args.epochs, n_iter_no_change=10**9, learning_rate_init=args.lr)
     if name == "ensemble":
@@ -239,7 +238,8 @@ def network(name, args, seed):
         module_params={"hidden": args.hidden, "dropout_rate": args.input_dropout_rate,
                        "recurrent_dropout_rate": args.dropout_rate, "gates": gates, "masks": masks,
                        "prior_scale": args.prior_scale},
-        inference=MCDropout(dropout_rate=args.dropout_rate, placement="dense", **loop), **common)
+        inference=MCDropout(dropout_rate=args.dropout_rate, placement="dense", n_mc_predict=args.n_mc_predict, **loop),
+        **common)
 
 
 def baseline(name, data):

@@ -74,7 +74,7 @@ from skbayes.metrics import expected_calibration_error
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     bnn_methods, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
-    rotated, run_saving, select_methods, write_atomic,
+    rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
 )
 
 ANGLES = list(range(0, 181, 15))
@@ -124,7 +124,7 @@ def parse_args(argv=None):
                          Path(__file__).resolve().parent / "results")
     parser.add_argument("--max-iter", type=int, default=None, help="Epochs per method (default: 100, quick: 3).")
     parser.add_argument("--hidden", default=None, help="Hidden layer sizes, e.g. 400,400 (default; quick: 100).")
-    parser.add_argument("--n-mc-predict", type=int, default=None, help="Weight draws per prediction (default 100, quick 20).")
+    parser.add_argument("--n-mc-predict", type=int, default=None, help="Weight draws per prediction, of the methods that draw weights (default 100, quick 20).")
     parser.add_argument("--n-unlabeled", type=int, default=None, help="Unlabeled images used (default: all 10,000; quick 1,000).")
     parser.add_argument("--data-home", default=None, help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the copy bundled with skbayes).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
@@ -190,7 +190,7 @@ def main(argv=None):
 
     def body():
         for name, (method, kwargs) in methods.items():
-            model = BayesianMLPClassifier(args.hidden, inference=method, n_mc_predict=args.n_mc_predict,
+            model = BayesianMLPClassifier(args.hidden, inference=with_prediction_draws(method, args.n_mc_predict),
                                           random_state=0, device=args.device, dtype="float32", **kwargs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)

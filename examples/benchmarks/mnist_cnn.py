@@ -112,7 +112,7 @@ from skbayes.nn.networks import BayesianModuleNetwork
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     ROOT, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
-    rotated, run_saving, select_methods, write_atomic,
+    rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
 )
 
 ANGLES = list(range(0, 181, 15))
@@ -454,12 +454,13 @@ def main(argv=None):
         write_atomic(json_path, json.dumps(report, indent=1))
 
     def estimator(inference, epochs):
-        # the training loop's settings are the inference method's: exactly `epochs` epochs, no early stopping
+        # the training loop's settings are the inference method's: exactly `epochs` epochs, no early stopping;
+        # so are the draws at prediction (of the methods that draw weights: the ensembles predict with all members)
         method = clone(inference).set_params(learning_rate_init=args.lr, max_iter=epochs, early_stopping=False,
                                              n_iter_no_change=10**9)
         return BayesianMLPClassifier(
-            module=LeNet, input_shape=IMAGE_SHAPE, inference=method, prior_scale=1.0, batch_size=args.batch_size,
-            n_mc_predict=args.n_mc_predict, random_state=0, device=args.device, dtype="float32",
+            module=LeNet, input_shape=IMAGE_SHAPE, inference=with_prediction_draws(method, args.n_mc_predict),
+            prior_scale=1.0, batch_size=args.batch_size, random_state=0, device=args.device, dtype="float32",
         )
 
     def body():

@@ -120,10 +120,11 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     n_epochs = epochs(args, X_train.shape[0])
     # the training loop's settings are the inference method's; n_iter_no_change beyond max_iter:
     # a fixed number of steps, as in the thesis
-    inference = METHODS[method](learning_rate_init=1e-3, max_iter=n_epochs, n_iter_no_change=n_epochs + 1)
+    inference = METHODS[method](learning_rate_init=1e-3, max_iter=n_epochs, n_iter_no_change=n_epochs + 1,
+                                n_mc_predict=64)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(128, 128), inference=inference, noise="homoscedastic", batch_size=BATCH_SIZE,
-        n_mc_predict=64, random_state=split,
+        random_state=split,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -131,9 +131,11 @@ class InferenceMethod(BaseEstimator):
 
     After fitting, the estimator predicts from ``module["network"]`` only,
     through ``sample_parameters(n_draws, generator)`` and
-    ``forward_with(x, parameters)``; a network with a finite set of members
-    (an ensemble, kept samples) also has ``n_members`` and
-    ``member_parameters(index=None)`` and is predicted with all members.
+    ``forward_with(x, parameters)``, n_draws the method's ``n_mc_predict``
+    (100 for a method without that parameter); a network with a finite set
+    of members (an ensemble, kept samples) also has ``n_members`` and
+    ``member_parameters(index=None)`` and is predicted with all members
+    (its method has no ``n_mc_predict``).
 
     The default :meth:`prepare` is gradient-based variational inference:
     Adam on the per-datum negative ELBO with ``n_mc_train`` Monte-Carlo

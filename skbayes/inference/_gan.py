@@ -13,7 +13,7 @@ from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import OptimizerChain, kl_warmup_weight, negative_elbo
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._hypernet import _NON_NEGATIVE, _POSITIVE, _WIDTHS, N_DIAGNOSTIC_DRAWS, implicit_mlp, same_generators
 
 __all__ = ["BayesByGAN", "MLEThenKLWarmup", "discriminator_widths"]
@@ -146,6 +146,7 @@ class BayesByGAN(InferenceMethod):
         Epochs of the linear rise of the KL weight from 0 to 1 after them.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -166,6 +167,7 @@ class BayesByGAN(InferenceMethod):
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
         "discriminator_hidden_sizes": [StrOptions({"auto"}), *_WIDTHS],
@@ -181,7 +183,7 @@ class BayesByGAN(InferenceMethod):
         self, noise_dim=10, generator_hidden_sizes=(32, 64), discriminator_hidden_sizes="auto",
         discriminator_learning_rate=1e-3, n_discriminator_steps=1, n_mc_train=5, n_prior_draws=5,
         mle_warmup_epochs=0, kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
-        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
@@ -200,6 +202,7 @@ class BayesByGAN(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def _discriminator_sizes(self, n_features, n_outputs, settings):
         sizes = [n_features, *settings.hidden_layer_sizes, n_outputs]

@@ -12,7 +12,7 @@ from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["BayesByHypernet"]
 
@@ -106,6 +106,7 @@ class BayesByHypernet(InferenceMethod):
         the stopping rule waits for it.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -124,6 +125,7 @@ class BayesByHypernet(InferenceMethod):
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
         "n_mc_train": _AT_LEAST_2,
@@ -134,7 +136,7 @@ class BayesByHypernet(InferenceMethod):
     def __init__(
         self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0, *,
         learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
-        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
@@ -149,6 +151,7 @@ class BayesByHypernet(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return implicit_mlp(self, n_features, n_outputs, settings, factory)

@@ -10,10 +10,17 @@ processes' variational fit declares ``**LOOP_CONSTRAINTS`` (built from the same
 entries), documents them with the ``%(loop_parameters)s`` entry of
 :data:`LOOP_PARAMETERS_DOC` (through :func:`skbayes._docstrings.fill_doc`), and
 returns them to the estimator's ``_loop_settings`` hook with :func:`loop_settings`.
+
+The methods whose fitted network has no finite set of members (it draws its
+weights at prediction, see ``_draw_parameters`` of the Bayesian MLPs) also hold
+the number of those draws, ``n_mc_predict``: they declare
+``**PREDICT_CONSTRAINTS`` and place the ``%(predict_parameters)s`` entry that
+:func:`method_doc` fills. The methods with members (``SGHMC``'s kept samples,
+``DeepEnsemble``) predict with all of them and have no such setting.
 """
 
 import inspect
-from numbers import Real
+from numbers import Integral, Real
 
 from .._docstrings import fill_doc
 from .._param_validation import EARLY_STOPPING_CONSTRAINTS, TRAINING_CONSTRAINTS, Interval, StrOptions
@@ -22,6 +29,7 @@ __all__ = [
     "ADAM_CONSTRAINTS",
     "LOOP_CONSTRAINTS",
     "LOOP_PARAMETERS_DOC",
+    "PREDICT_CONSTRAINTS",
     "STOPPING_CONSTRAINTS",
     "loop_settings",
     "method_doc",
@@ -43,6 +51,10 @@ STOPPING_CONSTRAINTS = {
     "tol": TRAINING_CONSTRAINTS["tol"],
 }
 
+# The weight draws of the methods that draw weights at prediction (their network has no finite set of
+# members), validated and documented once; each such method lists ``n_mc_predict=100`` in its signature.
+PREDICT_CONSTRAINTS = {"n_mc_predict": [Interval(Integral, 1, None, closed="left")]}
+
 _LOOP_DOC = {
     "adam_parameters": """\
 learning_rate_init : float, default=3e-3
@@ -63,13 +75,21 @@ n_iter_no_change : int or "auto", default="auto"
     ``"auto"``: 10 for classification, 50 for regression.
 tol : float, default=1e-4
     Minimum improvement of the per-datum loss (or validation score).""",
+    "predict_parameters": """\
+n_mc_predict : int, default=100
+    Monte-Carlo weight draws from the fitted posterior averaged at
+    prediction (``predict``, ``predict_proba``, ``predict_uncertainty``,
+    ``predict_quantiles``, ``log_predictive_density``): one forward pass
+    per draw, the draws shared by all rows. The validation score of
+    ``early_stopping`` uses min(n_mc_predict, 20) of them.""",
 }
 
 
 def method_doc(epoch="passes over the training rows"):
     """Class decorator inserting the loop settings' entries into an inference method's docstring.
 
-    ``%(adam_parameters)s`` and ``%(stopping_parameters)s`` are replaced;
+    ``%(adam_parameters)s``, ``%(stopping_parameters)s`` and
+    ``%(predict_parameters)s`` are replaced;
     the default of ``max_iter`` is read from the class's signature and
     ``epoch`` says what one iteration is.
     """

@@ -5,7 +5,7 @@ import torch
 from .._training import Callback
 from ..nn import PBPNetwork, PBPOptimizer, inverse_softplus
 from ._base import InferenceMethod, Training
-from ._loop import STOPPING_CONSTRAINTS, method_doc
+from ._loop import PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["PBP"]
 
@@ -56,6 +56,7 @@ class PBP(InferenceMethod):
     Parameters
     ----------
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -67,17 +68,19 @@ class PBP(InferenceMethod):
     supports_classification = False
     #: Moment matching is for the homoscedastic Gaussian likelihood only.
     noise_models = frozenset({"homoscedastic"})
-    _parameter_constraints = {**STOPPING_CONSTRAINTS}
+    _parameter_constraints = {**STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS}
 
     # max_iter=40: the authors' 40 passes (Hernández-Lobato & Adams 2015, section 5)
     def __init__(
-        self, *, max_iter=40, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4
+        self, *, max_iter=40, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        n_mc_predict=100,
     ):
         self.max_iter = max_iter
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         if settings.hidden_layer_sizes and settings.activation != "relu":

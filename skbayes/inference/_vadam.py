@@ -5,7 +5,7 @@ import torch
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]
@@ -46,6 +46,7 @@ class Vadam(InferenceMethod):
         Weight draws per step, each shared by the rows of the minibatch.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -54,11 +55,13 @@ class Vadam(InferenceMethod):
        weight-perturbation in Adam", ICML 2018.
     """
 
-    _parameter_constraints = {**ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, "init": _INIT, "n_mc_train": _N_MC_TRAIN}
+    _parameter_constraints = {
+        **ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, "init": _INIT, "n_mc_train": _N_MC_TRAIN,
+    }
 
     def __init__(
         self, init="default", n_mc_train=1, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
-        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.init = init
         self.n_mc_train = n_mc_train
@@ -70,6 +73,7 @@ class Vadam(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         # The mean-field network of MeanFieldVI at its default initial scale;

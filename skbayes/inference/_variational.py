@@ -8,7 +8,7 @@ from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
-from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 
@@ -86,6 +86,7 @@ class MeanFieldVI(InferenceMethod):
         (KL annealing); the stopping rule starts counting after it.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -105,6 +106,7 @@ class MeanFieldVI(InferenceMethod):
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
         "init": _INIT,
         "n_mc_train": _N_MC_TRAIN,
@@ -114,7 +116,7 @@ class MeanFieldVI(InferenceMethod):
     def __init__(
         self, posterior_init_scale=1e-3, init="default", n_mc_train=1, kl_warmup_epochs=0, *, learning_rate_init=3e-3,
         beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
-        n_iter_no_change="auto", tol=1e-4,
+        n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.posterior_init_scale = posterior_init_scale
         self.init = init
@@ -128,6 +130,7 @@ class MeanFieldVI(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp(
@@ -187,6 +190,7 @@ class MCDropout(InferenceMethod):
         MLPs always drop the inputs of every layer.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -197,6 +201,7 @@ class MCDropout(InferenceMethod):
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
         "dropout_rate": [Interval(Real, 0, 1, closed="left")],
         "n_mc_train": _N_MC_TRAIN,
         "kl_warmup_epochs": _KL_WARMUP,
@@ -206,7 +211,7 @@ class MCDropout(InferenceMethod):
     def __init__(
         self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0, placement="all", *, learning_rate_init=3e-3,
         beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
-        n_iter_no_change="auto", tol=1e-4,
+        n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.dropout_rate = dropout_rate
         self.n_mc_train = n_mc_train
@@ -220,6 +225,7 @@ class MCDropout(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=self.dropout_rate)

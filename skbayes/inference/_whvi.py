@@ -8,7 +8,7 @@ from numbers import Integral, Real
 from .._param_validation import Interval, StrOptions
 from ..nn import WHVIMLP
 from ._base import InferenceMethod
-from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["WHVI"]
@@ -56,6 +56,7 @@ class WHVI(InferenceMethod):
         Linear warm-up of the KL weight from 0 to 1 over this many epochs.
     %(adam_parameters)s
     %(stopping_parameters)s
+    %(predict_parameters)s
 
     References
     ----------
@@ -73,6 +74,7 @@ class WHVI(InferenceMethod):
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
         "n_flows": [Interval(Integral, 0, None, closed="left")],
         "g_prior_variance": [Interval(Real, 0, None, closed="neither")],
         "last_layer": [StrOptions({"mean_field", "whvi"})],
@@ -84,7 +86,7 @@ class WHVI(InferenceMethod):
     def __init__(
         self, n_flows=0, g_prior_variance=1e-5, last_layer="mean_field", posterior_init_scale=1e-3, n_mc_train=1,
         kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
-        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
         self.n_flows = n_flows
         self.g_prior_variance = g_prior_variance
@@ -100,6 +102,7 @@ class WHVI(InferenceMethod):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         network = WHVIMLP(

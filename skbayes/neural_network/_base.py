@@ -20,6 +20,10 @@ from ._module import MODULE_CONSTRAINTS, MODULE_PARAMETERS_DOC, ModuleInputMixin
 # Weight draws used for the validation score when early stopping.
 _N_DRAWS_VALIDATION = 20
 
+# Weight draws at prediction for a method without ``n_mc_predict`` of its own: one with a finite set of
+# members (``SGHMC``, ``DeepEnsemble``), which predicts with all of them, or a user's method that has none.
+_N_MC_PREDICT = 100
+
 # The parameters shared by both Bayesian MLPs, documented once (numpydoc; the
 # placeholders are filled by skbayes._docstrings.fill_doc).
 SHARED_PARAMETERS_DOC = """\
@@ -29,7 +33,9 @@ hidden_layer_sizes : array-like of int or int, default=%(hidden_layer_sizes_defa
 inference : str or InferenceMethod, default=%(inference_default)s
     How the posterior over the weights is approximated: an object of
     :mod:`skbayes.inference` holding that method's own settings, its
-    optimiser and stopping rule included, e.g.
+    optimiser and stopping rule included, and for the methods that draw
+    weights at prediction the number of draws averaged (``n_mc_predict``;
+    ``DeepEnsemble`` and ``SGHMC`` predict with all members), e.g.
     ``MeanFieldVI(init="iblm", max_iter=200)``, ``MCDropout(dropout_rate=0.05)``,
     ``Vadam()``, ``SGHMC(burn_in=500)`` or ``DeepEnsemble(n_estimators=10)``
     (%(methods)s), or the name of one at its defaults: %(aliases)s. The
@@ -46,10 +52,6 @@ batch_size : int or "auto", default="auto"
     schedule (a budget of optimiser steps, see
     :class:`~skbayes.inference.SGHMC`): ``min(256, n_samples)``; ``PBP``:
     one row per step.
-n_mc_predict : int, default=100
-    Monte-Carlo weight draws averaged at prediction. Methods with a
-    finite set of members (``DeepEnsemble``, ``SGHMC``'s kept samples)
-    predict with all members instead: the exact mixture.
 warm_start : bool, default=False
     Continue the next ``fit`` from the fitted network when the method's
     type and the architecture are unchanged.
@@ -173,7 +175,6 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         "inference": [StrOptions(set(ALIASES)), InferenceMethod],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "prior_scale": [Interval(Real, 0, None, closed="neither")],
-        "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
         "warm_start": ["boolean"],
         **{
             key: TRAINING_CONSTRAINTS[key]
@@ -193,7 +194,6 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         activation,
         prior_scale,
         batch_size,
-        n_mc_predict,
         warm_start,
         callbacks,
         random_state,
@@ -209,7 +209,6 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         self.activation = activation
         self.prior_scale = prior_scale
         self.batch_size = batch_size
-        self.n_mc_predict = n_mc_predict
         self.warm_start = warm_start
         self.callbacks = callbacks
         self.random_state = random_state
@@ -338,7 +337,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         loop = {}
         if val_idx is not None:
             X_val, Y_val = self._to_tensor(X[val_idx]), self._to_tensor(Y[val_idx])
-            n_draws = min(self.n_mc_predict, _N_DRAWS_VALIDATION)
+            n_draws = min(self._n_mc_predict(), _N_DRAWS_VALIDATION)
 
             def validation_score_fn():
                 with evaluation_mode(self.module_):  # e.g. batch normalisation with its running statistics
@@ -421,6 +420,18 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         return self
 
     # --------------------------------------------------------------- prediction
+    def _n_mc_predict(self):
+        """Weight draws per prediction: the fitted method's ``n_mc_predict``.
+
+        The methods whose network draws its weights at prediction hold it
+        (``MeanFieldVI(n_mc_predict=...)``, ...). A method with a finite set
+        of members (``SGHMC``, ``DeepEnsemble``) has none: it predicts with
+        all members and the count goes unused (:meth:`_draw_parameters`). The
+        fallback, 100 (the estimators' own ``n_mc_predict`` before it moved
+        to the methods), also serves a user's method without the parameter.
+        """
+        return getattr(self.inference_, "n_mc_predict", _N_MC_PREDICT)
+
     def _draw_parameters(self, n_draws, seed, all_members=True):
         """Weight draws shared by all rows, and the member index of each draw.
 

@@ -21,10 +21,11 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
     The same network, priors, inference methods and training loop as
     :class:`BayesianMLPRegressor`, with a categorical likelihood (softmax of
     the network's C outputs). Class probabilities are the Bayesian model
-    average: the mean over ``n_mc_predict`` weight draws of the softmax
-    (Gal 2016, section 3.3.1), not the softmax of the mean logits. ``PBP``
-    is regression-only: the classifier refuses it with a ValueError in
-    ``fit``.
+    average: the mean over weight draws of the softmax (Gal 2016, section
+    3.3.1), not the softmax of the mean logits: the method's
+    ``n_mc_predict`` draws (e.g. ``MeanFieldVI(n_mc_predict=100)``), or
+    all members of ``DeepEnsemble`` and ``SGHMC``. ``PBP`` is
+    regression-only: the classifier refuses it with a ValueError in ``fit``.
 
     The defaults differ from the regressor's: a deep ensemble
     (``DeepEnsemble``, five members) of networks with one hidden layer of
@@ -86,7 +87,6 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         activation="relu",
         prior_scale=3.0,
         batch_size="auto",
-        n_mc_predict=100,
         warm_start=False,
         callbacks=None,
         random_state=None,
@@ -103,7 +103,6 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             activation=activation,
             prior_scale=prior_scale,
             batch_size=batch_size,
-            n_mc_predict=n_mc_predict,
             warm_start=warm_start,
             callbacks=callbacks,
             random_state=random_state,
@@ -190,13 +189,16 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
     def _probability_draws(self, X, fn):
         """``fn(p)`` for the softmax probabilities p (T, n_rows, C) of validated X, gathered over row blocks."""
         X = self._validate_X_predict(X)
-        return self._over_draws(X, lambda f, rows: fn(torch.softmax(f, dim=-1)), self.n_mc_predict, self._predict_seed)
+        return self._over_draws(
+            X, lambda f, rows: fn(torch.softmax(f, dim=-1)), self._n_mc_predict(), self._predict_seed
+        )
 
     def predict_proba(self, X):
         """Class probabilities: the Monte-Carlo average of the softmax.
 
-        p(y = c | x, D) ~= (1/T) sum_t softmax(f_t(x))_c over T =
-        ``n_mc_predict`` weight draws (Gal 2016, section 3.3.1).
+        p(y = c | x, D) ~= (1/T) sum_t softmax(f_t(x))_c over T weight
+        draws, the method's ``n_mc_predict`` (or all members of
+        ``DeepEnsemble`` and ``SGHMC``) (Gal 2016, section 3.3.1).
 
         %(parameters_X)s
 

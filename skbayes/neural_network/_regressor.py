@@ -56,8 +56,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     Student-t with one scale and one number of degrees of freedom per output
     by default, or Gaussian with one level per output, or Gaussian with a
     level per row predicted by the network (``noise``). Predictions average
-    ``n_mc_predict`` weight draws from the posterior (all kept samples for
-    ``SGHMC``, all members for ``DeepEnsemble``), and the predictive
+    weight draws from the posterior, as many as the method's
+    ``n_mc_predict`` (e.g. ``MeanFieldVI(n_mc_predict=100)``; all kept
+    samples for ``SGHMC``, all members for ``DeepEnsemble``), and the predictive
     variance is the variance of the draws' means (epistemic) plus the mean
     noise variance (aleatoric).
 
@@ -105,8 +106,9 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         ``noise="student_t"`` the scale, not the standard deviation; for
         ``noise="heteroscedastic"`` the root mean square over the rows given
         to the last ``fit`` (or ``partial_fit``) of the predicted noise, the
-        mean over the ``n_mc_predict`` draws of sigma(x)^2 at each row
-        (``predict_uncertainty(X).aleatoric_std`` gives it row by row).
+        mean over the method's ``n_mc_predict`` draws (or the members) of
+        sigma(x)^2 at each row (``predict_uncertainty(X).aleatoric_std``
+        gives it row by row).
     n_outputs_ : int
         Number of outputs.
 
@@ -174,7 +176,6 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         noise_std="learn",
         normalize_y=True,
         batch_size="auto",
-        n_mc_predict=100,
         warm_start=False,
         callbacks=None,
         random_state=None,
@@ -191,7 +192,6 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             activation=activation,
             prior_scale=prior_scale,
             batch_size=batch_size,
-            n_mc_predict=n_mc_predict,
             warm_start=warm_start,
             callbacks=callbacks,
             random_state=random_state,
@@ -282,7 +282,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         likelihood = self.module_["likelihood"]
         if likelihood.heteroscedastic:  # the RMS over the rows X of the predicted noise
             noise_var = self._over_draws(
-                X, lambda f, rows: likelihood.noise_variance(f).mean(0), self.n_mc_predict, self._predict_seed
+                X, lambda f, rows: likelihood.noise_variance(f).mean(0), self._n_mc_predict(), self._predict_seed
             )
             self.noise_std_ = np.sqrt(noise_var.mean(axis=0)) * self._y_scale
             self._aleatoric_std = None
@@ -397,7 +397,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
                 return loc.mean(0), loc.var(0, correction=0), likelihood.noise_variance(f).mean(0)
             return loc.mean(0), loc.var(0, correction=0)
 
-        mean, variance, *noise_var = self._over_draws(X, moments, self.n_mc_predict, self._predict_seed)
+        mean, variance, *noise_var = self._over_draws(X, moments, self._n_mc_predict(), self._predict_seed)
         mean = mean * self._y_scale + self._y_mean
         epistemic = np.sqrt(variance) * self._y_scale
         if noise_var:
@@ -434,7 +434,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         if not return_std:
             X = self._validate_X_predict(X)
             location = self.module_["likelihood"].location
-            mean = self._over_draws(X, lambda f, rows: location(f).mean(0), self.n_mc_predict, self._predict_seed)
+            mean = self._over_draws(X, lambda f, rows: location(f).mean(0), self._n_mc_predict(), self._predict_seed)
             return self._output(mean * self._y_scale + self._y_mean)
         result = self.predict_uncertainty(X)
         return result.mean, result.std
@@ -487,24 +487,24 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     def log_predictive_density(self, X, y):
         """Log predictive density of each observation, in nats.
 
-        ``log (1/T) sum_t p(y_i | f_t(x_i))`` over the T =
-        ``n_mc_predict`` weight draws (Gal 2016, eq. 3.18), in the units
-        of y and summed over outputs: the per-point test log-likelihood of the
-        UCI benchmark protocol.
+        ``log (1/T) sum_t p(y_i | f_t(x_i))`` over the T weight draws (the
+        method's ``n_mc_predict``, or all members) (Gal 2016, eq. 3.18), in
+        the units of y and summed over outputs: the per-point test
+        log-likelihood of the UCI benchmark protocol.
 
         %(log_predictive_density_sections)s
         """
         check_is_fitted(self)
         X, y, Y = self._validate_training_data(X, y, reset=False)
         Y = self._to_tensor((Y - self._y_mean) / self._y_scale)
-        log_p = self._log_predictive(X, Y, self.n_mc_predict, self._predict_seed)
+        log_p = self._log_predictive(X, Y, self._n_mc_predict(), self._predict_seed)
         return log_p - np.log(self._y_scale).sum()
 
     def _predictive_quantiles(self, X, levels):
         """The quantiles of :meth:`predict_quantiles` and :meth:`predict_interval`.
 
         The exact quantiles of the Monte-Carlo mixture (1/T) sum_t p(y |
-        f_t(x)) over the ``n_mc_predict`` draws (all members for
+        f_t(x)) over the method's ``n_mc_predict`` draws (all members for
         ``DeepEnsemble`` and ``SGHMC``), for every noise model, found by
         Newton's method safeguarded by bisection on the mixture's CDF
         (``skbayes._predictive.mixture_quantile``), per output: the same
@@ -518,7 +518,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         def quantiles(f, rows):
             return torch.as_tensor(MixturePredictive(*_component_moments(likelihood.distribution(f))).ppf(levels))
 
-        bounds = self._over_draws(X, quantiles, self.n_mc_predict, self._predict_seed)  # (n, k, n_levels)
+        bounds = self._over_draws(X, quantiles, self._n_mc_predict(), self._predict_seed)  # (n, k, n_levels)
         return self._output(bounds * np.asarray(self._y_scale)[:, None] + np.asarray(self._y_mean)[:, None])
 
     def __sklearn_tags__(self):

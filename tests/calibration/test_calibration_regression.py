@@ -276,7 +276,7 @@ def test_quantiles_increase_with_the_level_and_invert_the_cdf(ensemble):
 def mlp_recalibrated():
     """A small BayesianMLPRegressor in a Pipeline, recalibrated on 2 folds."""
     X, y = make_data(300, 5)
-    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor((16,), inference=MeanFieldVI(max_iter=30), n_mc_predict=20, random_state=0, noise="homoscedastic"))
+    pipe = make_pipeline(StandardScaler(), BayesianMLPRegressor((16,), inference=MeanFieldVI(max_iter=30, n_mc_predict=20), random_state=0, noise="homoscedastic"))
     return CalibratedRegressorCV(pipe, cv=2).fit(X, y)
 
 

@@ -246,8 +246,8 @@ def test_predictive_std_grows_away_from_the_data(method, cubic):
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: type(m).__name__)
 def test_same_random_state_same_fit(method, cubic):
     X, y = cubic
-    params = {"hidden_layer_sizes": (8,), "inference": with_loop(method, max_iter=5), "noise": "homoscedastic",
-              "n_mc_predict": 10}
+    params = {"hidden_layer_sizes": (8,), "inference": with_loop(method, max_iter=5, n_mc_predict=10),
+              "noise": "homoscedastic"}
     a = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     b = BayesianMLPRegressor(**params, random_state=3).fit(X, y)
     c = BayesianMLPRegressor(**params, random_state=4).fit(X, y)

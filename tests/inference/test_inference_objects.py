@@ -44,8 +44,11 @@ ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
 
 
 def _methods():
-    """One object of every method skbayes.inference exports (tests/discovery.py), small enough for fast fits."""
-    return inference_methods(max_iter=3, settings={
+    """One object of every method skbayes.inference exports (tests/discovery.py), small enough for fast fits.
+
+    (10 weight draws at prediction for the methods that draw them: ``n_mc_predict``.)
+    """
+    return inference_methods(max_iter=3, n_mc_predict=10, settings={
         "SGHMC": [{"n_chains": 2, "burn_in": 4, "thinning": 1, "n_kept_samples": 4}],
         "DeepEnsemble": [{"n_estimators": 2}],
         "BayesByHypernet": [{"generator_hidden_sizes": (8,)}],
@@ -106,6 +109,8 @@ BAD_PARAMETERS = [
     (MNF, "flow", "radial"),
     (MNF, "n_flows", -1),
     (MNF, "hidden_size", 0),
+    (PBP, "n_mc_predict", 0),
+    (MeanFieldVI, "n_mc_predict", 1.5),
 ]
 
 
@@ -120,7 +125,7 @@ def data():
 def _fit(estimator_cls, method, X, y, **params):
     if estimator_cls is BayesianMLPClassifier:
         y = (y > np.median(y)).astype(int)
-    params = {"hidden_layer_sizes": (8,), "n_mc_predict": 10, "random_state": 0, **params}
+    params = {"hidden_layer_sizes": (8,), "random_state": 0, **params}
     return estimator_cls(inference=method, **params).fit(X, y)
 
 
@@ -207,7 +212,7 @@ def _small_sghmc(**params):
 
 def test_grid_search_tunes_a_parameter_of_the_method(data):
     X, y = data
-    model = BayesianMLPRegressor((8,), inference=_small_sghmc(), n_mc_predict=10, random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((8,), inference=_small_sghmc(), random_state=0, noise="homoscedastic")
     search = GridSearchCV(model, {"inference__burn_in": [2, 4]}, cv=2).fit(X, y)
     assert search.best_params_["inference__burn_in"] in (2, 4)
     assert search.best_estimator_.inference_.burn_in == search.best_params_["inference__burn_in"]
@@ -218,8 +223,8 @@ def test_grid_search_tunes_a_parameter_of_the_method(data):
 
 def test_grid_search_over_the_methods(data):
     X, y = data
-    candidates = [MeanFieldVI(), _small_sghmc(), DeepEnsemble(n_estimators=2)]
-    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=3), n_mc_predict=10, random_state=0, noise="homoscedastic")
+    candidates = [MeanFieldVI(n_mc_predict=10), _small_sghmc(), DeepEnsemble(n_estimators=2)]
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=3, n_mc_predict=10), random_state=0, noise="homoscedastic")
     search = GridSearchCV(model, {"inference": candidates}, cv=2, error_score="raise").fit(X, y)
     assert len(search.cv_results_["params"]) == 3
     assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
@@ -231,8 +236,8 @@ def test_grid_search_over_the_methods(data):
 def test_grid_search_of_a_classifier_over_pbp_reports_regression_only(data):
     X, y = data
     labels = (y > np.median(y)).astype(int)
-    model = BayesianMLPClassifier((8,), n_mc_predict=10, random_state=0, inference=DeepEnsemble(max_iter=3))
-    grid = {"inference": [MeanFieldVI(), PBP()]}
+    model = BayesianMLPClassifier((8,), random_state=0, inference=DeepEnsemble(max_iter=3))
+    grid = {"inference": [MeanFieldVI(n_mc_predict=10), PBP(n_mc_predict=10)]}
     with pytest.raises(ValueError, match="PBP supports regression only"):
         GridSearchCV(model, grid, cv=2, error_score="raise").fit(X, labels)
     with pytest.warns(FitFailedWarning, match="PBP supports regression only"):
@@ -258,7 +263,7 @@ def test_strings_are_aliases_of_the_default_objects(alias, estimator_cls):
     y = X[:, 0] + 0.1 * rng.randn(24)
     if estimator_cls is BayesianMLPClassifier:
         y = (y > 0).astype(int)
-    params = {"hidden_layer_sizes": (4,), "n_mc_predict": 10, "random_state": 0}  # the methods at their defaults
+    params = {"hidden_layer_sizes": (4,), "random_state": 0}  # the methods at their defaults
     by_name = estimator_cls(inference=alias, **params).fit(X, y)
     by_object = estimator_cls(inference=cls(), **params).fit(X, y)
     assert type(by_name.inference_) is cls
@@ -296,11 +301,58 @@ def test_a_refit_with_another_method_replaces_the_diagnostics(data):
     assert set(model.inference_diagnostics_) == {"kl", "prior_std", "n_rejected"}
 
 
+# ------------------------------------------------------------ draws at prediction
+def _count_draws(network, monkeypatch):
+    """The ``n_draws`` of every ``sample_parameters`` call that prediction makes on ``network``, as they come."""
+    draws, original = [], network.sample_parameters
+    monkeypatch.setattr(network, "sample_parameters", lambda n, generator: draws.append(n) or original(n, generator))
+    return draws
+
+
+@pytest.mark.parametrize("method", _methods(), ids=_ids)
+def test_the_methods_that_draw_weights_hold_their_number(method, data, monkeypatch):
+    # n_mc_predict belongs to the methods whose fitted network has no finite set of members;
+    # those with members (SGHMC, DeepEnsemble) predict with all of them and have no such setting.
+    X, y = data
+    model = BayesianMLPRegressor((8,), inference=with_loop(method, n_mc_predict=7), random_state=0,
+                                 noise="homoscedastic").fit(X, y)
+    network = model.module_["network"]
+    assert ("n_mc_predict" in method.get_params()) is not hasattr(network, "n_members")
+    if hasattr(network, "n_members"):
+        return
+    draws = _count_draws(network, monkeypatch)
+    model.predict(X, return_std=True)
+    model.log_predictive_density(X, y)
+    model.predict_interval(X, coverage=0.9)
+    assert draws == [7, 7, 7]
+
+
+def test_the_number_of_draws_changes_the_prediction_not_the_fit(data, monkeypatch):
+    X, y = data
+    labels = (y > np.median(y)).astype(int)
+    few, many = (
+        BayesianMLPClassifier((8,), inference=MCDropout(max_iter=3, dropout_rate=0.2, n_mc_predict=n), random_state=0)
+        .fit(X, labels) for n in (7, 200)
+    )
+    assert few.loss_curve_ == many.loss_curve_
+    draws = _count_draws(few.module_["network"], monkeypatch)
+    proba = few.predict_proba(X)
+    assert draws == [7]
+    assert not np.allclose(proba, many.predict_proba(X))
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
+def test_the_estimators_no_longer_take_n_mc_predict(cls):
+    assert "n_mc_predict" not in cls().get_params()
+    with pytest.raises(TypeError, match="n_mc_predict"):
+        cls(n_mc_predict=5)
+
+
 # ------------------------------------------------------------------ partial_fit
 @pytest.mark.parametrize("method", [m for m in _methods() if m.supports_partial_fit], ids=_ids)
 def test_first_partial_fit_equals_fit_with_one_epoch(method, data):
     X, y = data
-    params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "n_mc_predict": 10, "random_state": 0}
+    params = {"hidden_layer_sizes": (8,), "inference": method, "noise": "homoscedastic", "random_state": 0}
     fitted = BayesianMLPRegressor(**{**params, "inference": with_loop(method, max_iter=1)}).fit(X, y)
     streamed = BayesianMLPRegressor(**params).partial_fit(X, y)
     for a, b in zip(fitted.predict(X, return_std=True), streamed.predict(X, return_std=True)):
@@ -313,7 +365,7 @@ def test_first_partial_fit_of_the_classifier_equals_fit_with_one_epoch(data):
     X, y = data
     labels = (y > np.median(y)).astype(int)
     # early_stopping=False: fit would otherwise hold rows out, which partial_fit never does
-    params = {"hidden_layer_sizes": (8,), "n_mc_predict": 10, "random_state": 0}
+    params = {"hidden_layer_sizes": (8,), "random_state": 0}
     fitted = BayesianMLPClassifier(**params, inference=DeepEnsemble(max_iter=1, early_stopping=False)).fit(X, labels)
     streamed = BayesianMLPClassifier(**params).partial_fit(X, labels, classes=[0, 1])
     np.testing.assert_array_equal(fitted.predict_proba(X), streamed.predict_proba(X))
@@ -325,7 +377,7 @@ def test_repeated_partial_fit_lowers_the_loss_and_counts(method):
     X = rng.randn(400, 3)
     y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.randn(400)
     batches = np.array_split(np.arange(400), 4)
-    model = BayesianMLPRegressor((16,), inference=method, n_mc_predict=10, random_state=0, noise="homoscedastic")
+    model = BayesianMLPRegressor((16,), inference=method, random_state=0, noise="homoscedastic")
     for n_calls in range(1, 13):
         rows = batches[(n_calls - 1) % 4]
         model.partial_fit(X[rows], y[rows])
@@ -399,8 +451,10 @@ def test_partial_fit_of_the_classifier_needs_classes_and_known_labels(data):
 def small_models(data):
     X, y = data
     return {
-        "regressor": BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=2), n_mc_predict=10, random_state=0, noise="homoscedastic").fit(X, y),
-        "classifier": BayesianMLPClassifier((8,), n_mc_predict=10, random_state=0, inference=DeepEnsemble(max_iter=2)).fit(
+        "regressor": BayesianMLPRegressor(
+            (8,), inference=MeanFieldVI(max_iter=2, n_mc_predict=10), random_state=0, noise="homoscedastic"
+        ).fit(X, y),
+        "classifier": BayesianMLPClassifier((8,), random_state=0, inference=DeepEnsemble(max_iter=2)).fit(
             X, (y > 0).astype(int)
         ),
     }

@@ -26,8 +26,7 @@ NOISE = 0.3
 def _linear_fit(inference, max_iter=1500, random_state=0):
     X, y, X_test = make_blr_data(n_samples=50, n_features=2, noise_std=NOISE, random_state=1)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), inference=with_loop(inference, learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6), noise_std=NOISE, normalize_y=False, batch_size=50,
-        n_mc_predict=400,
+        hidden_layer_sizes=(), inference=with_loop(inference, learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6, n_mc_predict=400), noise_std=NOISE, normalize_y=False, batch_size=50,
         random_state=random_state, noise="homoscedastic",
     ).fit(X, y)
     return model.predict_uncertainty(X_test), exact_blr_predictive(X, y, X_test, 1.0, NOISE)

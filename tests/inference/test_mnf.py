@@ -233,8 +233,8 @@ def test_linear_model_predictive_mean_matches_bayesian_linear_regression():
     noise = 0.3
     X, y, X_test = make_blr_data(n_samples=50, n_features=2, noise_std=noise, random_state=1)
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(), inference=MNF(learning_rate_init=1e-2, max_iter=1500, tol=0.0, n_iter_no_change=10**6), noise_std=noise, normalize_y=False, batch_size=50,
-        n_mc_predict=400, random_state=0, noise="homoscedastic",
+        hidden_layer_sizes=(), inference=MNF(learning_rate_init=1e-2, max_iter=1500, tol=0.0, n_iter_no_change=10**6, n_mc_predict=400),
+        noise_std=noise, normalize_y=False, batch_size=50, random_state=0, noise="homoscedastic",
     ).fit(X, y)
     mean, std = model.predict(X_test, return_std=True)
     exact_mean, exact_std, exact_epistemic = exact_blr_predictive(X, y, X_test, 1.0, noise)
@@ -251,7 +251,7 @@ def test_uncertainty_grows_away_from_the_data(flow):
     X = rng.uniform(-1.0, 1.0, (40, 1))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.randn(40)
     model = BayesianMLPRegressor(
-        (16,), inference=MNF(flow=flow, hidden_size=8, max_iter=300, learning_rate_init=1e-2), n_mc_predict=200,
+        (16,), inference=MNF(flow=flow, hidden_size=8, max_iter=300, learning_rate_init=1e-2, n_mc_predict=200),
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
     inside = model.predict_uncertainty(np.linspace(-0.8, 0.8, 9)[:, None]).epistemic_std
@@ -261,7 +261,7 @@ def test_uncertainty_grows_away_from_the_data(flow):
 
 def test_same_random_state_gives_identical_fits():
     X, y, X_test = make_blr_data(n_samples=40, random_state=2)
-    kwargs = {"hidden_layer_sizes": (8,), "inference": MNF(max_iter=5), "noise": "homoscedastic", "n_mc_predict": 20}
+    kwargs = {"hidden_layer_sizes": (8,), "inference": MNF(max_iter=5, n_mc_predict=20), "noise": "homoscedastic"}
     a = BayesianMLPRegressor(random_state=3, **kwargs).fit(X, y)
     b = BayesianMLPRegressor(random_state=3, **kwargs).fit(X, y)
     c = BayesianMLPRegressor(random_state=4, **kwargs).fit(X, y)
@@ -274,7 +274,7 @@ def test_same_random_state_gives_identical_fits():
 def test_classifier_fits_blobs():
     X, y = make_blobs(120, centers=3, cluster_std=0.6, random_state=0)  # logistic regression: 0.99
     model = BayesianMLPClassifier(
-        (16,), inference=MNF(flow="realnvp", hidden_size=8, max_iter=100, learning_rate_init=1e-2), n_mc_predict=50,
+        (16,), inference=MNF(flow="realnvp", hidden_size=8, max_iter=100, learning_rate_init=1e-2, n_mc_predict=50),
         random_state=0,
     ).fit(X, y)
     proba = model.predict_proba(X)
@@ -286,7 +286,7 @@ def test_classifier_fits_blobs():
 def test_grid_search_over_the_flow():
     X, y, _ = make_blr_data(n_samples=40, random_state=0)
     search = GridSearchCV(
-        BayesianMLPRegressor((8,), inference=MNF(max_iter=5), n_mc_predict=10, random_state=0, noise="homoscedastic"),
+        BayesianMLPRegressor((8,), inference=MNF(max_iter=5, n_mc_predict=10), random_state=0, noise="homoscedastic"),
         {"inference__flow": ["planar", "realnvp"], "inference__n_flows": [0, 2]},
         cv=2,
     ).fit(X, y)

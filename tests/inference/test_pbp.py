@@ -323,10 +323,9 @@ def _blr_fit(max_iter, n_features=2):
     X, y, X_test = make_blr_data(n_samples=200, n_features=n_features, noise_std=0.3)
     model = BayesianMLPRegressor(
         hidden_layer_sizes=(),
-        inference=PBP(max_iter=max_iter),
+        inference=PBP(max_iter=max_iter, n_mc_predict=4000),
         noise_std=0.3,
         normalize_y=False,
-        n_mc_predict=4000,
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
     # PBP infers the prior scale; compare with the exact posterior under the

@@ -250,7 +250,7 @@ def test_alias_and_reproducibility():
 
 def test_predictive_std_grows_away_from_the_data():
     model = BayesianMLPRegressor(
-        hidden_layer_sizes=(32, 32), inference=WHVI(max_iter=150), n_mc_predict=200, random_state=0, noise="homoscedastic"
+        hidden_layer_sizes=(32, 32), inference=WHVI(max_iter=150, n_mc_predict=200), random_state=0, noise="homoscedastic"
     ).fit(X_TOY, Y_TOY)
     std = model.predict_uncertainty(np.array([[-4.0], [0.0], [4.0]]))["epistemic_std"]
     assert std[0] > 2 * std[1] and std[2] > 2 * std[1]

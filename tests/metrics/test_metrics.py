@@ -446,7 +446,7 @@ def _small_mlp(inference, **kwargs):
     from skbayes import BayesianMLPRegressor
 
     return BayesianMLPRegressor(
-        (8,), inference=with_loop(inference, max_iter=20, learning_rate_init=0.01), n_mc_predict=20, random_state=0,
+        (8,), inference=with_loop(inference, max_iter=20, learning_rate_init=0.01, n_mc_predict=20), random_state=0,
         **{"noise": "homoscedastic", **kwargs},
     )
 

@@ -46,8 +46,8 @@ def _rows(n=40, seed=0):
 
 
 def _small_mlp(noise="auto", **loop):
-    method = MCDropout(max_iter=4, learning_rate_init=0.01, **loop)
-    return BayesianMLPRegressor((8,), inference=method, noise=noise, n_mc_predict=10, random_state=0)
+    method = MCDropout(max_iter=4, learning_rate_init=0.01, n_mc_predict=10, **loop)
+    return BayesianMLPRegressor((8,), inference=method, noise=noise, random_state=0)
 
 
 class _UniformStub(RegressorMixin, BaseEstimator):
@@ -311,7 +311,7 @@ def test_reliability_bins_against_brute_force():
 def test_reliability_from_estimator_measures():
     X, y = _rows(60)
     labels = np.where(y > 0.3, "high", np.where(y < -0.3, "low", "mid"))
-    classifier = BayesianMLPClassifier((8,), inference=MCDropout(max_iter=4), n_mc_predict=10, random_state=0)
+    classifier = BayesianMLPClassifier((8,), inference=MCDropout(max_iter=4, n_mc_predict=10), random_state=0)
     model = make_pipeline(StandardScaler(), classifier).fit(X, labels)
     fig, ax = plt.subplots()
     display = ReliabilityDisplay.from_estimator(model, X, labels, n_bins=5, ax=ax)

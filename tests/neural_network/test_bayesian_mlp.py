@@ -27,7 +27,7 @@ NOISE = 0.2
 
 def _draws(model, X):
     """The network outputs (T, n, k) under the weight draws that prediction uses."""
-    parameters, _ = model._draw_parameters(model.n_mc_predict, model._predict_seed)
+    parameters, _ = model._draw_parameters(model._n_mc_predict(), model._predict_seed)
     with torch.no_grad():
         return model.module_["network"].forward_with(model._to_tensor(X), parameters).numpy()
 
@@ -83,7 +83,8 @@ def test_predictive_std_matches_a_brute_force_mixture(fitted, sine_data):
     # prediction's), and the total from 20,000 draws of y by sample_y.
     _, (X_test, _) = sine_data
     X = X_test[:50]
-    model = copy.deepcopy(fitted["mfvi"]).set_params(n_mc_predict=4000)
+    model = copy.deepcopy(fitted["mfvi"])
+    model.inference_.set_params(n_mc_predict=4000)  # the fitted method's draws, without refitting
     u = model.predict_uncertainty(X)
     raw = float(model.module_["likelihood"].raw_noise.detach().reshape(-1)[0])
     noise = (np.log1p(np.exp(raw)) + 1e-6) * model._y_scale[0]

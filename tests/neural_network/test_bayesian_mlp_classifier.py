@@ -43,7 +43,7 @@ def test_learns_string_labelled_classes(fitted, blobs):
 
 def test_predict_proba_is_the_average_of_the_softmax_not_of_the_logits(fitted, blobs):
     X = blobs[0][:25]
-    parameters, _ = fitted._draw_parameters(fitted.n_mc_predict, fitted._predict_seed)
+    parameters, _ = fitted._draw_parameters(fitted._n_mc_predict(), fitted._predict_seed)
     with torch.no_grad():
         logits = fitted.module_["network"].forward_with(torch.tensor(X), parameters).numpy()  # (T, n, C)
     softmax = np.exp(logits - logits.max(-1, keepdims=True))

@@ -206,7 +206,7 @@ SUPPORTED = [
 def test_every_method_but_pbp_fits_both_noise_models(method, noise):
     X, y = _noisy_data(40, 0)
     Y = np.column_stack([y, -y])
-    model = BayesianMLPRegressor((8,), inference=with_loop(method, max_iter=3), noise=noise, n_mc_predict=4,
+    model = BayesianMLPRegressor((8,), inference=with_loop(method, max_iter=3, n_mc_predict=4), noise=noise,
                                  random_state=0).fit(X, Y)
     assert model.module_["network"](torch.as_tensor(X)).shape[-1] == (4 if noise == "heteroscedastic" else 2)
     parts = model.predict_uncertainty(X[:5])
@@ -271,7 +271,7 @@ def test_interval_and_density_are_the_exact_mixture_of_the_members():
 
 def test_student_t_density_of_weight_draws_is_the_monte_carlo_mixture():
     X, y = _noisy_data(60, 0)
-    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=5), noise="student_t", n_mc_predict=7, random_state=0).fit(X, y)
+    model = BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=5, n_mc_predict=7), noise="student_t", random_state=0).fit(X, y)
     parameters, _ = model._draw_parameters(7, model._predict_seed)
     with torch.no_grad():
         f = model.module_["network"].forward_with(torch.as_tensor(X), parameters).numpy()  # (7, n, 1)

@@ -65,12 +65,15 @@ def _images(n=30, seed=0):
 
 
 def _small(**params):
-    return {"n_mc_predict": 10, "random_state": 0, **params}
+    return {"random_state": 0, **params}
 
 
 def _short(method):
-    """The method trained for 5 epochs without early stopping (SGHMC keeps its own schedule)."""
-    return with_loop(method, max_iter=5, early_stopping=False, n_iter_no_change=50)
+    """The method trained for 5 epochs without early stopping (SGHMC keeps its own schedule), 10 draws at prediction.
+
+    (``n_mc_predict`` for the methods that draw weights; those with members predict with all of them.)
+    """
+    return with_loop(method, max_iter=5, early_stopping=False, n_iter_no_change=50, n_mc_predict=10)
 
 
 def _linear_layers(model):
@@ -468,8 +471,10 @@ def test_mc_dropout_placement_existing_without_dropout_is_deterministic():
 def test_placement_does_not_change_the_mlp():
     X, y = _regression()
     params = {"hidden_layer_sizes": (8,), "noise": "homoscedastic", **_small()}
-    default = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.1), **params).fit(X, y)
-    existing = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.1, placement="existing"), **params).fit(X, y)
+    default = BayesianMLPRegressor(inference=MCDropout(dropout_rate=0.1, n_mc_predict=10), **params).fit(X, y)
+    existing = BayesianMLPRegressor(
+        inference=MCDropout(dropout_rate=0.1, placement="existing", n_mc_predict=10), **params
+    ).fit(X, y)
     np.testing.assert_array_equal(default.predict(X, return_std=True)[1], existing.predict(X, return_std=True)[1])
 
 
@@ -600,10 +605,10 @@ def test_gap_regression_recovers_the_noise_and_is_unsure_away_from_the_data(meth
     # agree; MC dropout's std there is below that on the data, the
     # "in-between" failure of Foong et al. 2019).
     X, y = _gap_data()
-    method = clone(method).set_params(learning_rate_init=1e-2, tol=0.0, n_iter_no_change=10**4)
+    method = with_loop(method, learning_rate_init=1e-2, tol=0.0, n_iter_no_change=10**4, n_mc_predict=200)
     model = BayesianMLPRegressor(
         module=_relu_net, module_params=module_params, inference=method, noise="homoscedastic", batch_size=50,
-        n_mc_predict=200, random_state=0,
+        random_state=0,
     ).fit(X, y)
     assert abs(model.noise_std_[0] - 0.1) < 0.3 * 0.1
     rmse = np.sqrt(np.mean((model.predict(X) - np.sin(X[:, 0])) ** 2))
@@ -693,9 +698,11 @@ def test_early_stopping_scores_the_module_in_evaluation_mode():
             super().__init__(nn.Linear(n_features, n_outputs), Probe())
 
     X, y = _regression(n=60)
-    model = BayesianMLPRegressor(module=Net, inference=MCDropout(early_stopping=True, max_iter=3), **_small(), noise="homoscedastic")
+    model = BayesianMLPRegressor(
+        module=Net, inference=MCDropout(early_stopping=True, max_iter=3, n_mc_predict=10), **_small(), noise="homoscedastic"
+    )
     model.fit(X, y)
-    # training passes, then the validation passes of each epoch (n_mc_predict draws, in evaluation mode)
+    # training passes, then the validation passes of each epoch (min(n_mc_predict, 20) draws, in evaluation mode)
     assert True in seen and False in seen
     assert not model.module_.training
 

@@ -188,7 +188,7 @@ def test_iblm_cnn_classifier_fits_and_is_reproducible():
 
     def fit():
         return BayesianMLPClassifier(
-            module=TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="iblm", max_iter=2, early_stopping=False, n_iter_no_change=50), n_mc_predict=5,
+            module=TinyCNN, input_shape=(1, 8, 8), inference=MeanFieldVI(init="iblm", max_iter=2, early_stopping=False, n_iter_no_change=50, n_mc_predict=5),
             random_state=0, prior_scale=1.0
         ).fit(X.reshape(len(X), -1), y)
 
