@@ -122,6 +122,9 @@ def _instances():
         if _takes_inference_objects(cls):  # every inference object it accepts
             for method in _methods(cls):
                 yield cls(**INIT_PARAMS[cls.__name__], inference=method)
+            if cls is skbayes.SparseGPRegressor:  # robust regression (variational only)
+                variational = next(m for m in _methods(cls) if isinstance(m, SparseVariational))
+                yield cls(**INIT_PARAMS[cls.__name__], noise="student_t", inference=variational)
             continue
         if not cls.__name__.startswith("BayesianMLP"):
             yield cls(**INIT_PARAMS.get(cls.__name__, {}))
