@@ -289,13 +289,13 @@ def estimators(cnn_inference):
             "task": "regression", "cost": "sghmc",
             "make": lambda device, **kw: BayesianMLPRegressor(device=device, random_state=0, **kw),
             "warm": {"inference": SGHMC(burn_in=2, thinning=1, n_kept_samples=2)},
-            "quick": {"inference": SGHMC(burn_in=4, thinning=1, n_kept_samples=4), "n_mc_predict": 10},
+            "quick": {"inference": SGHMC(burn_in=4, thinning=1, n_kept_samples=4)},
         },
         "BayesianMLPClassifier()": {
             "task": "classification", "cost": "linear",
             "make": lambda device, **kw: BayesianMLPClassifier(device=device, random_state=0, **kw),
             "warm": {"inference": DeepEnsemble(max_iter=2)},
-            "quick": {"inference": DeepEnsemble(n_estimators=3, max_iter=5), "n_mc_predict": 10},
+            "quick": {"inference": DeepEnsemble(n_estimators=3, max_iter=5)},
         },
         "SparseGPRegressor()": {
             "task": "regression", "cost": "gp",
@@ -315,7 +315,7 @@ def estimators(cnn_inference):
                 module=LeNet, input_shape=IMAGE_SHAPE, inference=inference or cnn_method(), device=device,
                 random_state=0, **kw),
             "warm": {"inference": cnn_method(max_iter=1)},
-            "quick": {"inference": cnn_method(max_iter=2), "n_mc_predict": 10},
+            "quick": {"inference": cnn_method(max_iter=2, n_mc_predict=10)},
         },
     }
 
