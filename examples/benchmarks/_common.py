@@ -29,6 +29,16 @@ from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def results_dir(topic):
+    """``examples/benchmarks/results/<topic>/``: where a script writes its result files by default.
+
+    The committed results are grouped by topic (``uci``, ``sparse_gp``,
+    ``performance``, ...); ``results/README.md`` lists the folders.
+    """
+    return RESULTS / topic
 
 
 def git_commit():
@@ -173,25 +183,26 @@ def environment_sentence(report):
     )
 
 
-def named_results(report, markdown, out, results_dir=Path(__file__).resolve().parent / "results"):
+def named_results(report, markdown, out, topic):
     """``(save, finish)`` for :func:`run_saving` of a script with ``--out NAME``.
 
-    ``save()`` writes ``report`` to ``<results_dir>/NAME.json`` (call it after
-    every measurement to keep what was measured); ``finish()`` prints
-    ``markdown(report)`` and writes it to ``NAME.md``. With ``out`` None both
-    only print.
+    ``save()`` writes ``report`` to ``results/<topic>/NAME.json``
+    (:func:`results_dir`; call it after every measurement to keep what was
+    measured); ``finish()`` prints ``markdown(report)`` and writes it to
+    ``NAME.md`` beside it. With ``out`` None both only print.
     """
+    folder = results_dir(topic)
 
     def save():
         if out:
-            results_dir.mkdir(exist_ok=True)
-            write_atomic(results_dir / f"{out}.json", json.dumps(report, indent=2) + "\n")
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / f"{out}.json", json.dumps(report, indent=2) + "\n")
 
     def finish():
         text = markdown(report)
         print("\n" + text)
         if out:
-            write_atomic(results_dir / f"{out}.md", text)
+            write_atomic(folder / f"{out}.md", text)
 
     return save, finish
 
