@@ -52,8 +52,14 @@ def git_commit():
 
 
 def loadavg():
-    """``os.getloadavg()`` rounded to two decimals, as a list of three floats (1, 5 and 15 minutes)."""
-    return [round(v, 2) for v in os.getloadavg()]
+    """``os.getloadavg()`` rounded to two decimals, as a list of three floats (1, 5 and 15 minutes).
+
+    None where the platform has no load average (``os.getloadavg`` raises OSError).
+    """
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def peak_rss_mb():
@@ -70,8 +76,12 @@ def gpytorch_version():
         return None
 
 
-def environment(gpytorch=False, cpu_count=True, interop_threads=False):
+def environment(gpytorch=False, cpu_count=True, interop_threads=False, argv=None):
     """The ``"environment"`` entry of a results file, taken at the start of a run.
+
+    Shared by the benchmark scripts and the longer example scripts of
+    ``examples/`` (``digits_ood.py``, ``vae_tabular.py``); :func:`end_environment`
+    adds the load average and the time at the end.
 
     Parameters
     ----------
@@ -81,15 +91,19 @@ def environment(gpytorch=False, cpu_count=True, interop_threads=False):
         Add ``"cpu_count"``: ``os.cpu_count()``.
     interop_threads : bool, default=False
         Add ``"torch_num_interop_threads"``.
+    argv : list of str, default=None
+        The arguments the script's ``main(argv)`` was given, recorded in
+        ``"command"`` after the script's path; None: ``sys.argv[1:]``.
 
     Returns
     -------
     env : dict
-        Command line, Python, platform, library versions, git commit, torch
-        threads, load average (``"loadavg_start"``) and start time.
+        Command line (a list: the interpreter, the script, its arguments),
+        Python, platform, library versions, git commit, torch threads, load
+        average (``"loadavg_start"``) and start time.
     """
     env = {
-        "command": [sys.executable, *sys.argv],
+        "command": [sys.executable, *sys.argv[:1], *(sys.argv[1:] if argv is None else argv)],
         "python": platform.python_version(), "platform": platform.platform(),
         "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
         "skbayes": skbayes.__version__,
@@ -104,6 +118,16 @@ def environment(gpytorch=False, cpu_count=True, interop_threads=False):
         env["torch_num_interop_threads"] = torch.get_num_interop_threads()
     env["loadavg_start"] = loadavg()
     env["started"] = time.strftime(TIME_FORMAT)
+    return env
+
+
+def end_environment(env):
+    """Add ``"loadavg_end"`` and ``"finished"`` to ``env`` (an :func:`environment` dict) at the end of a run.
+
+    Returns ``env``.
+    """
+    env["loadavg_end"] = loadavg()
+    env["finished"] = time.strftime(TIME_FORMAT)
     return env
 
 
@@ -166,8 +190,7 @@ def run_saving(report, body, save, finish=None):
     except KeyboardInterrupt:
         print("\nInterrupted; writing what was measured so far.", flush=True)
     finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime(TIME_FORMAT)
+        end_environment(report["environment"])
         save()
         if finish is not None:
             finish()
