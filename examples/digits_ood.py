@@ -63,15 +63,11 @@ command line, go as JSON to ``--output`` (default
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.datasets import load_digits
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
@@ -79,10 +75,13 @@ from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
 from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import BayesianMLPClassifier
 from skbayes.inference import MCDropout, MeanFieldVI
 from skbayes.metrics import expected_calibration_error
+
+# The "environment" entry of the JSON is the benchmarks' (examples/benchmarks/_common.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+from _common import end_environment, environment  # noqa: E402
 
 IN_CLASSES = (0, 1, 2, 3, 4)
 N_BINS = 15
@@ -147,26 +146,6 @@ def uncertainty_scores(model, X):
     return proba, {"predictive_entropy": entropy(proba), "one_minus_max_proba": 1.0 - proba.max(axis=1)}
 
 
-def environment(argv):
-    try:
-        load = list(os.getloadavg())
-    except OSError:  # not available on every platform
-        load = None
-    return {
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", *([sys.argv[0]] + list(sys.argv[1:] if argv is None else argv))]),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "numpy": np.__version__,
-        "scikit-learn": sklearn.__version__,
-        "torch": torch.__version__,
-        "skbayes": getattr(skbayes, "__version__", "unknown"),
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15min": load,
-    }
-
-
 def fmt(value, spec=".3f"):
     return "-" if value is None else format(value, spec)
 
@@ -175,6 +154,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    env = environment(argv=argv)
     X_train, X_test, y_train, y_test, X_ood, y_ood = load_data(args.test_size, args.split_seed)
     print("Data: sklearn.datasets.load_digits (8x8 images, 64 standardised pixels)")
     print(f"  train on classes 0-4: {len(y_train)} images; held-out 0-4 test: {len(y_test)} images; "
@@ -244,7 +224,7 @@ def main(argv=None):
                   "n_test_in": len(y_test), "n_ood": len(y_ood)},
         "ece_bins": N_BINS,
         "results": results,
-        "environment": environment(argv),
+        "environment": end_environment(env),
     }
     path = Path(args.output)
     path.parent.mkdir(parents=True, exist_ok=True)

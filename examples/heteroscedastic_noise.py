@@ -24,7 +24,7 @@ How to run
 ::
 
     python examples/heteroscedastic_noise.py            # prints the table
-    python examples/heteroscedastic_noise.py --output examples/benchmarks/results/heteroscedastic_noise.md
+    python examples/heteroscedastic_noise.py --output examples/benchmarks/results/defaults/heteroscedastic_noise.md
 
 It takes a few seconds.
 """

@@ -71,16 +71,12 @@ date and the command line, go as JSON to ``--output`` (default
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
@@ -90,8 +86,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import VAE
+
+# The "environment" entry of the JSON is the benchmarks' (examples/benchmarks/_common.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
+from _common import end_environment, environment  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -186,26 +185,6 @@ def evaluate_latent_pipeline(pipe, X_test, y_test, iwae_k):
     return res
 
 
-def environment(argv):
-    try:
-        load = list(os.getloadavg())
-    except OSError:  # not available on every platform
-        load = None
-    return {
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", *([sys.argv[0]] + list(sys.argv[1:] if argv is None else argv))]),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "numpy": np.__version__,
-        "scikit-learn": sklearn.__version__,
-        "torch": torch.__version__,
-        "skbayes": getattr(skbayes, "__version__", "unknown"),
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15min": load,
-    }
-
-
 def fmt_load(load):
     return "unavailable" if load is None else ", ".join(f"{v:.2f}" for v in load)
 
@@ -217,11 +196,11 @@ def fmt(value, spec=".3f"):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    env = environment(argv)
+    env = environment(argv=argv)
     X_train, X_test, y_train, y_test = load_data(args.test_size, args.split_seed)
     print("Data: sklearn.datasets.load_digits (8x8 images, 64 pixels, grey levels 0-16), stratified split")
     print(f"  {len(y_train)} training rows, {len(y_test)} test rows; torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, load average {fmt_load(env['load_average_1_5_15min'])}\n")
+          f"threads {torch.get_num_threads()}, load average {fmt_load(env['loadavg_start'])}\n")
 
     scaler = StandardScaler().fit(X_train)
     S_test = scaler.transform(X_test)
@@ -291,7 +270,7 @@ def main(argv=None):
         "hence the medians."
     )
 
-    env["load_average_at_end_1_5_15min"] = environment(argv)["load_average_1_5_15min"]
+    end_environment(env)
     out = {
         "description": "Gaussian VAE vs PCA vs baselines on sklearn load_digits: test reconstruction MSE, "
                        "logistic-regression accuracy on the latent features, test log-density (nats/row, "
@@ -307,7 +286,7 @@ def main(argv=None):
     path = Path(args.output)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2, default=str) + "\n")
-    print(f"\nload average at end {fmt_load(env['load_average_at_end_1_5_15min'])}; saved {path}")
+    print(f"\nload average at end {fmt_load(env['loadavg_end'])}; saved {path}")
     return 0
 
 

@@ -1,5 +1,6 @@
 import os
 
+import numpy as np
 import pytest
 
 # Test modules whose tests are independent of each other and many (scikit-learn's estimator checks):
@@ -29,6 +30,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name not in _SPREAD_MODULES and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+# The 1-D sine data of the regressors' behaviour tests (tests/gaussian_process/test_sparse_gp.py,
+# tests/neural_network/test_bayesian_mlp.py); they import ``sine`` and ``SINE_NOISE`` from here.
+SINE_NOISE = 0.2
+
+
+def sine(n, seed, low=-3.0, high=3.0, noise=SINE_NOISE):
+    """``X, y``: ``n`` rows of x ~ U(low, high) in one column, y = sin(2x) + noise * N(0, 1).
+
+    Drawn from ``np.random.RandomState(seed)``: the inputs first, then the noise.
+    """
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(low, high, size=(n, 1))
+    return X, np.sin(2 * X[:, 0]) + noise * rng.randn(n)
+
+
+@pytest.fixture(scope="module")
+def sine_data():
+    """``(X, y), (X_test, y_test)``: 500 training rows (seed 0) and 2,000 test rows (seed 1) of :func:`sine`."""
+    return sine(500, 0), sine(2000, 1)
 
 
 @pytest.fixture(autouse=True, scope="session")

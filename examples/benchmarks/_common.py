@@ -29,6 +29,16 @@ from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def results_dir(topic):
+    """``examples/benchmarks/results/<topic>/``: where a script writes its result files by default.
+
+    The committed results are grouped by topic (``uci``, ``sparse_gp``,
+    ``performance``, ...); ``results/README.md`` lists the folders.
+    """
+    return RESULTS / topic
 
 
 def git_commit():
@@ -42,8 +52,14 @@ def git_commit():
 
 
 def loadavg():
-    """``os.getloadavg()`` rounded to two decimals, as a list of three floats (1, 5 and 15 minutes)."""
-    return [round(v, 2) for v in os.getloadavg()]
+    """``os.getloadavg()`` rounded to two decimals, as a list of three floats (1, 5 and 15 minutes).
+
+    None where the platform has no load average (``os.getloadavg`` raises OSError).
+    """
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def peak_rss_mb():
@@ -60,8 +76,12 @@ def gpytorch_version():
         return None
 
 
-def environment(gpytorch=False, cpu_count=True, interop_threads=False):
+def environment(gpytorch=False, cpu_count=True, interop_threads=False, argv=None):
     """The ``"environment"`` entry of a results file, taken at the start of a run.
+
+    Shared by the benchmark scripts and the longer example scripts of
+    ``examples/`` (``digits_ood.py``, ``vae_tabular.py``); :func:`end_environment`
+    adds the load average and the time at the end.
 
     Parameters
     ----------
@@ -71,15 +91,19 @@ def environment(gpytorch=False, cpu_count=True, interop_threads=False):
         Add ``"cpu_count"``: ``os.cpu_count()``.
     interop_threads : bool, default=False
         Add ``"torch_num_interop_threads"``.
+    argv : list of str, default=None
+        The arguments the script's ``main(argv)`` was given, recorded in
+        ``"command"`` after the script's path; None: ``sys.argv[1:]``.
 
     Returns
     -------
     env : dict
-        Command line, Python, platform, library versions, git commit, torch
-        threads, load average (``"loadavg_start"``) and start time.
+        Command line (a list: the interpreter, the script, its arguments),
+        Python, platform, library versions, git commit, torch threads, load
+        average (``"loadavg_start"``) and start time.
     """
     env = {
-        "command": [sys.executable, *sys.argv],
+        "command": [sys.executable, *sys.argv[:1], *(sys.argv[1:] if argv is None else argv)],
         "python": platform.python_version(), "platform": platform.platform(),
         "torch": torch.__version__, "sklearn": sklearn.__version__, "numpy": np.__version__,
         "skbayes": skbayes.__version__,
@@ -94,6 +118,16 @@ def environment(gpytorch=False, cpu_count=True, interop_threads=False):
         env["torch_num_interop_threads"] = torch.get_num_interop_threads()
     env["loadavg_start"] = loadavg()
     env["started"] = time.strftime(TIME_FORMAT)
+    return env
+
+
+def end_environment(env):
+    """Add ``"loadavg_end"`` and ``"finished"`` to ``env`` (an :func:`environment` dict) at the end of a run.
+
+    Returns ``env``.
+    """
+    env["loadavg_end"] = loadavg()
+    env["finished"] = time.strftime(TIME_FORMAT)
     return env
 
 
@@ -156,8 +190,7 @@ def run_saving(report, body, save, finish=None):
     except KeyboardInterrupt:
         print("\nInterrupted; writing what was measured so far.", flush=True)
     finally:
-        report["environment"]["loadavg_end"] = loadavg()
-        report["environment"]["finished"] = time.strftime(TIME_FORMAT)
+        end_environment(report["environment"])
         save()
         if finish is not None:
             finish()
@@ -173,25 +206,26 @@ def environment_sentence(report):
     )
 
 
-def named_results(report, markdown, out, results_dir=Path(__file__).resolve().parent / "results"):
+def named_results(report, markdown, out, topic):
     """``(save, finish)`` for :func:`run_saving` of a script with ``--out NAME``.
 
-    ``save()`` writes ``report`` to ``<results_dir>/NAME.json`` (call it after
-    every measurement to keep what was measured); ``finish()`` prints
-    ``markdown(report)`` and writes it to ``NAME.md``. With ``out`` None both
-    only print.
+    ``save()`` writes ``report`` to ``results/<topic>/NAME.json``
+    (:func:`results_dir`; call it after every measurement to keep what was
+    measured); ``finish()`` prints ``markdown(report)`` and writes it to
+    ``NAME.md`` beside it. With ``out`` None both only print.
     """
+    folder = results_dir(topic)
 
     def save():
         if out:
-            results_dir.mkdir(exist_ok=True)
-            write_atomic(results_dir / f"{out}.json", json.dumps(report, indent=2) + "\n")
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomic(folder / f"{out}.json", json.dumps(report, indent=2) + "\n")
 
     def finish():
         text = markdown(report)
         print("\n" + text)
         if out:
-            write_atomic(results_dir / f"{out}.md", text)
+            write_atomic(folder / f"{out}.md", text)
 
     return save, finish
 

@@ -56,7 +56,7 @@ thesis reports R-hat over 4 chains),
 ``--n-kept`` (per chain, default 50), ``--step-size`` (default 3e-3),
 ``--friction`` (default 0.3), ``--inducing-prior`` (normal, dpp, uniform;
 default normal), ``--threads``, ``--data-home``, ``--tag``, ``--output-dir``
-(default ``examples/benchmarks/results/``).
+(default ``examples/benchmarks/results/sparse_gp/``).
 
 What it prints
 --------------
@@ -83,7 +83,7 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     environment, environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths,
-    print_written, run_saving, write_atomic,
+    print_written, run_saving, write_atomic, results_dir,
 )
 
 from skbayes import SparseGPRegressor  # noqa: E402
@@ -114,7 +114,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("sparse_gp")))
     return parser.parse_args(argv)
 
 

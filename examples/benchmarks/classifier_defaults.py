@@ -58,7 +58,7 @@ How to run
     OMP_NUM_THREADS=1 python examples/benchmarks/classifier_defaults.py --threads 1     # about 5 min
     OMP_NUM_THREADS=1 python examples/benchmarks/classifier_defaults.py --quick --threads 1
 
-Outputs ``examples/benchmarks/results/classifier_defaults.{json,md}``
+Outputs ``examples/benchmarks/results/defaults/classifier_defaults.{json,md}``
 (``classifier_defaults_quick`` with ``--quick``, ``classifier_defaults_<tag>``
 with ``--tag``). Standard error = ``np.std(ddof=0) / sqrt(n_splits)``.
 """
@@ -85,7 +85,7 @@ from skbayes.metrics import expected_calibration_error
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    aggregate_splits, environment, limit_threads, loadavg, mean_se, run_saving, write_atomic,
+    aggregate_splits, environment, limit_threads, loadavg, mean_se, run_saving, write_atomic, results_dir,
 )
 
 DATASETS = {"digits": load_digits, "breast_cancer": load_breast_cancer}
@@ -233,7 +233,7 @@ def parse_args(argv=None):
                         help="Splits of each dataset (default: 10 for digits, 20 for breast cancer; quick: 2).")
     parser.add_argument("--quick", action="store_true", help="Smoke run: 2 splits.")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) and the BLAS pools.")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("defaults")))
     parser.add_argument("--tag", default=None, help="Results file suffix (default: none; quick with --quick).")
     args = parser.parse_args(argv)
     n = args.n_splits or (2 if args.quick else None)

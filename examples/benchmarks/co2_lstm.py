@@ -76,7 +76,7 @@ How to run
     OMP_NUM_THREADS=1 python examples/benchmarks/co2_lstm.py --quick --threads 1    # smoke run, seconds
     python examples/benchmarks/co2_lstm.py --device cuda
 
-Outputs ``examples/benchmarks/results/co2_lstm.{json,md}`` (with ``--quick``:
+Outputs ``examples/benchmarks/results/timeseries/co2_lstm.{json,md}`` (with ``--quick``:
 ``co2_lstm_quick.*``; ``--tag X``: ``co2_lstm_X.*``; another split, as
 with ``--test-start``: ``co2_lstm_validation.*``) and the figure
 ``doc/images/co2_lstm.png`` (with a tag: ``co2_lstm_<tag>.png`` beside the
@@ -102,7 +102,7 @@ from skbayes.metrics import crps_gaussian, gaussian_nll, interval_coverage, mean
 from skbayes.nn import VariationalLSTM
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, run_saving, write_atomic  # noqa: E402
+from _common import environment, limit_threads, run_saving, write_atomic, results_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_START = "1990-01"
@@ -408,7 +408,7 @@ def parse_args(argv=None):
                         help="Fit every network with random_state 0, ..., N-1 (default 3; quick 1).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("timeseries")))
     parser.add_argument("--tag", default=None,
                         help="Results files co2_lstm_<tag>.* (default: co2_lstm, or co2_lstm_quick).")
     parser.add_argument("--figure", default=None,

@@ -37,7 +37,7 @@ How to run
 
 Outputs
 -------
-``examples/benchmarks/results/cubic_toy_<tag>.{json,md}`` (tag ``full``, or
+``examples/benchmarks/results/bnn_methods/cubic_toy_<tag>.{json,md}`` (tag ``full``, or
 ``quick`` with ``--quick``, or ``--tag``): per method the settings, fit time,
 the metrics above and the grid predictions; and the figure (one panel per
 method: mean and 1, 2, 3 std bands, the reference's bands as dashed lines,
@@ -60,7 +60,7 @@ from skbayes.inference import SGHMC
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     bnn_methods, environment, limit_threads, output_paths, print_written, registry_parser, run_saving,
-    select_methods, write_atomic,
+    select_methods, write_atomic, results_dir,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def markdown(report):
 
 def parse_args(argv=None):
     parser = registry_parser(__doc__, "Smoke run: 300 epochs, a 5,000-epoch reference, small ensembles.",
-                         Path(__file__).resolve().parent / "results")
+                         results_dir("bnn_methods"))
     parser.add_argument("--epochs", type=int, default=None, help="Epochs per method (default: 3000, quick: 300).")
     parser.add_argument("--figure", default=None,
                         help="Figure path (default: doc/images/cubic_toy.png; with --quick, "

@@ -34,7 +34,7 @@ How to run
 
     python examples/benchmarks/dask_larger_than_memory.py --threads 2 --out dask_larger_than_memory
 
-``--out NAME`` writes ``examples/benchmarks/results/NAME.json`` and ``.md``
+``--out NAME`` writes ``examples/benchmarks/results/performance/NAME.json`` and ``.md``
 (default: print only). ``--data-factor 0.01 --predict-rows 100000`` is a
 smoke run of a few seconds.
 """
@@ -169,7 +169,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=16384, help="Minibatch rows (default 16384).")
     parser.add_argument("--predict-rows", type=int, default=10_000_000, help="Rows predicted (default 10^7).")
     parser.add_argument("--threads", type=int, default=2, help="Torch and BLAS threads (default 2).")
-    parser.add_argument("--out", default=None, help="Write results/NAME.json and NAME.md.")
+    parser.add_argument("--out", default=None, help="Write results/performance/NAME.json and NAME.md.")
     args = parser.parse_args(argv)
     limit_threads(args.threads)  # before dask starts any thread
     dask.config.set(scheduler="synchronous")
@@ -185,7 +185,7 @@ def main(argv=None):
         predict(args, report, incremental)
         print(json.dumps(report["predict"]), flush=True)
 
-    save, finish = named_results(report, markdown, args.out)
+    save, finish = named_results(report, markdown, args.out, "performance")
     run_saving(report, body, save, finish)
     return 0
 

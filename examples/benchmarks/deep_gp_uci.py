@@ -40,7 +40,7 @@ How to run
         --splits 3 --max-iter 100 --threads 1 --tag m100_3splits
     python examples/benchmarks/deep_gp_uci.py --datasets kin8nm --splits 1 --max-iter 2 \\
         --threads 1 --tag smoke
-    python examples/benchmarks/deep_gp_uci.py --render results/deep_gp_m100_3splits.json
+    python examples/benchmarks/deep_gp_uci.py --render results/deep_gp/deep_gp_m100_3splits.json
 
 Options: ``--datasets`` (default: the three above), ``--splits N`` (default
 1), ``--n-inducing M`` (default 100, the thesis' and Salimbeni and
@@ -48,7 +48,7 @@ Deisenroth's M), ``--methods`` (default: sgp dgp2 dgp3), ``--max-iter``
 (epochs; default 100), ``--n-mc-predict`` (default 100), ``--threads``
 (``torch.set_num_threads`` and the BLAS pools via threadpoolctl),
 ``--data-home``, ``--tag`` (default: a timestamp), ``--output-dir``
-(default: ``examples/benchmarks/results/``), ``--render FILE.json`` (only
+(default: ``examples/benchmarks/results/deep_gp/``), ``--render FILE.json`` (only
 rewrite the Markdown table of an earlier results file and print it).
 
 What it prints
@@ -86,6 +86,7 @@ from skbayes.datasets import fetch_uci, get_data_home
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     aggregate_splits, environment, limit_threads, loadavg, output_paths, run_saving, standardised_split, write_atomic,
+    results_dir,
 )
 
 DATASETS = ("kin8nm", "power-plant", "protein-tertiary-structure")
@@ -113,7 +114,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads (default: unchanged).")
     parser.add_argument("--data-home", default=None, help="Folder holding uci/<name>/, a copy that overrides the bundled sets (default: $SKBAYES_DATA_HOME, else the bundled copy).")
     parser.add_argument("--tag", default=None, help="Results file name deep_gp_<tag>.* (default: a timestamp).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("deep_gp")))
     parser.add_argument("--render", nargs="+", default=None,
                         help="Only re-render: the Markdown of this results JSON, or, with several JSONs and --tag, "
                              "one table of their splits merged (written as deep_gp_<tag>.json/.md).")

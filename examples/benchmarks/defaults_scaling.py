@@ -34,7 +34,7 @@ How to run
     OMP_NUM_THREADS=1 python examples/benchmarks/defaults_scaling.py --rows 100000 1000000 \\
         --models regressor classifier --out defaults_scaling_mlp
 
-``--out NAME`` writes ``examples/benchmarks/results/NAME.json`` and ``.md``
+``--out NAME`` writes ``examples/benchmarks/results/defaults/NAME.json`` and ``.md``
 (default: print only).
 """
 
@@ -158,7 +158,7 @@ def main(argv=None):
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     parser.add_argument("--test-rows", type=int, default=10_000, help="Test rows (default: 10000).")
     parser.add_argument("--threads", type=int, default=1, help="Torch and BLAS threads (default: 1).")
-    parser.add_argument("--out", default=None, help="Write results/NAME.json and NAME.md.")
+    parser.add_argument("--out", default=None, help="Write results/defaults/NAME.json and NAME.md.")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     report = {"settings": vars(args), "environment": environment(), "fits": [], "complete": False}
@@ -171,7 +171,7 @@ def main(argv=None):
                 print(json.dumps(report["fits"][-1]), flush=True)
                 save()
 
-    save, finish = named_results(report, markdown, args.out)
+    save, finish = named_results(report, markdown, args.out, "defaults")
     run_saving(report, body, save, finish)
     return 0
 

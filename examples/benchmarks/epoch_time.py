@@ -51,7 +51,7 @@ How to run
     python examples/benchmarks/epoch_time.py --epochs 20 --repeats 7 --threads 1 \\
         --dtype float32 --out epoch_time_float32
 
-``--out NAME`` writes ``examples/benchmarks/results/NAME.json`` (settings,
+``--out NAME`` writes ``examples/benchmarks/results/performance/NAME.json`` (settings,
 environment with the load average at start and end, raw times, summary) and
 ``NAME.md`` (the table).
 
@@ -74,7 +74,7 @@ on the same data and network (``BayesianMLPRegressor``, one hidden layer of
 the median seconds per epoch (fit time / epochs run) and its ratio to
 MeanFieldVI's median in the same run; the load average at start and end is
 recorded. ``--json`` (default in this mode:
-``examples/benchmarks/results/epoch_time_registry.json``) gets the raw
+``examples/benchmarks/results/performance/epoch_time_registry.json``) gets the raw
 times and a Markdown table beside it (same name, ``.md``)::
 
     python examples/benchmarks/epoch_time.py --registry --epochs 20 --repeats 5 --threads 1
@@ -112,7 +112,7 @@ from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.inference import ALIASES, SGHMC
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import bnn_methods, limit_threads, loadavg, select_methods, write_atomic  # noqa: E402
+from _common import bnn_methods, limit_threads, loadavg, select_methods, write_atomic, results_dir  # noqa: E402
 
 HIDDEN = 50
 LEARNING_RATE = 3e-3  # the default learning_rate_init of the gradient-trained inference methods
@@ -150,7 +150,7 @@ def parse_args(argv=None):
                         help="wall: time.perf_counter; process: time.process_time, the CPU time of this "
                              "process (default: wall).")
     parser.add_argument("--out", default=None, metavar="NAME",
-                        help="Write examples/benchmarks/results/NAME.json and NAME.md.")
+                        help="Write examples/benchmarks/results/performance/NAME.json and NAME.md.")
     parser.add_argument("--registry", nargs="*", default=None, metavar="NAME",
                         help="Time every method of the benchmarks' registry (or those named) relative to "
                              "MeanFieldVI instead of the configurations above.")
@@ -336,7 +336,7 @@ def main_registry(args, bunch, X, y, batch_size):
     result = {"settings": {"dataset": bunch.name, "n_rows": int(X.shape[0]), "batch_size": batch_size,
                            "hidden_layer_sizes": [HIDDEN], "epochs": args.epochs, "repeats": args.repeats},
               "environment": env, "times_s_per_epoch": times, "summary": summary}
-    json_path = Path(args.json or Path(__file__).resolve().parent / "results" / "epoch_time_registry.json")
+    json_path = Path(args.json or results_dir("performance") / "epoch_time_registry.json")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(json_path, json.dumps(result, indent=1))
     md_path = json_path.with_suffix(".md")
@@ -422,7 +422,7 @@ def main(argv=None):
         write_atomic(Path(args.json), json.dumps(result, indent=1))
         print(f"Wrote {args.json}")
     if args.out:
-        json_path = Path(__file__).resolve().parent / "results" / f"{args.out}.json"
+        json_path = results_dir("performance") / f"{args.out}.json"
         json_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(json_path, json.dumps(result, indent=1))
         write_atomic(json_path.with_suffix(".md"), table)

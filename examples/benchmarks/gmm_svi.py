@@ -73,7 +73,7 @@ How to run
     OMP_NUM_THREADS=1 python examples/benchmarks/gmm_svi.py --quick --threads 1    # smoke run, seconds
     python examples/benchmarks/gmm_svi.py --device cuda
 
-Outputs ``examples/benchmarks/results/gmm_svi.{json,md}`` (``--quick``:
+Outputs ``examples/benchmarks/results/mixture/gmm_svi.{json,md}`` (``--quick``:
 ``gmm_svi_quick.*``; ``--tag X``: ``gmm_svi_X.*``) and the figure
 ``doc/images/gmm_svi.png`` (with a tag: ``gmm_svi_<tag>.png`` beside the
 results).
@@ -98,7 +98,7 @@ from sklearn.mixture import BayesianGaussianMixture as SklearnBGMM
 from skbayes.mixture import BayesianGaussianMixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, run_saving, write_atomic  # noqa: E402
+from _common import environment, limit_threads, loadavg, run_saving, write_atomic, results_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 K = 30
@@ -376,7 +376,7 @@ def parse_args(argv=None):
     parser.add_argument("--stream-chunk", type=int, default=50_000, help="Rows per streamed chunk.")
     parser.add_argument("--device", default="cpu", help="Torch device of skbayes (default: cpu).")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N) (and BLAS threads).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("mixture")))
     parser.add_argument("--tag", default=None, help="Results files gmm_svi_<tag>.* (default gmm_svi, or gmm_svi_quick).")
     parser.add_argument("--figure", default=None,
                         help="Figure path (default doc/images/gmm_svi.png; with --quick or --tag, beside the results).")

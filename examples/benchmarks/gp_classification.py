@@ -74,7 +74,7 @@ Options: ``--datasets``, ``--splits`` (default 3), ``--n-inducing M``
 ``--sklearn-rows`` and ``--sklearn-max-gb`` (large mode), ``--threads``
 (``torch.set_num_threads`` and the BLAS pools via threadpoolctl), ``--tag``
 (default: a timestamp), ``--output-dir`` (default:
-``examples/benchmarks/results/``).
+``examples/benchmarks/results/gp_classification/``).
 
 What it prints
 --------------
@@ -111,6 +111,7 @@ from skbayes.inference import SparseVariational
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     environment, limit_threads, loadavg, output_paths, peak_rss_mb, print_written, run_saving, write_atomic,
+    results_dir,
 )
 from sparse_gp_benchmark import skbayes_init_seed  # noqa: E402
 
@@ -137,7 +138,7 @@ def parse_args(argv=None):
                         help="Large mode: skip sklearn subsets needing more than this by 2 * 8 n^2 bytes.")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("gp_classification")))
     args = parser.parse_args(argv)
     if args.max_iter is None:
         args.max_iter = 20 if args.large_rows else 1000

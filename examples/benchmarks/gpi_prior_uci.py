@@ -46,7 +46,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     aggregate_splits, environment_lines, fit_uci_splits, limit_threads, mean_se, output_paths, print_written,
-    run_saving, start_uci_report, write_atomic,
+    run_saving, start_uci_report, write_atomic, results_dir,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
@@ -79,7 +79,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("bnn_methods")))
     args = parser.parse_args(argv)
     if args.quick:
         args.n_splits, args.burn_in, args.thinning, args.n_kept, args.prior_iter = 1, 5, 1, 4, 5

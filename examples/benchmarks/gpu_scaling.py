@@ -105,7 +105,7 @@ tens of seconds each, and a fit over 30 s keeps its estimator from the larger
 sizes on that device. What the deadline cut is listed as skipped.
 
 Outputs ``<out-dir>/gpu_scaling_<tag>.{json,md}``; ``--out-dir`` defaults to
-``examples/benchmarks/results``, the tag to ``device_cuda`` when CUDA is among
+``examples/benchmarks/results/performance``, the tag to ``device_cuda`` when CUDA is among
 the devices, else ``device_cpu`` (``quick_`` in front with ``--quick``).
 Only numpy, scipy, scikit-learn and torch are needed; nothing is downloaded.
 """
@@ -134,9 +134,11 @@ from skbayes import BayesianMLPClassifier, BayesianMLPRegressor, DeepGPRegressor
 from skbayes.inference import SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, SparseVariational  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, output_paths, peak_rss_mb, print_written, run_saving, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, peak_rss_mb, print_written, results_dir, run_saving, write_atomic,
+)
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir("performance")
 N_FEATURES = 8
 NOISE_STD = 0.3
 IMAGE_SHAPE = (1, 28, 28)
@@ -550,7 +552,7 @@ def parse_args(argv=None):
                         help="Smoke run: rows 300 600, CNN 200, 500 test rows, 1 torch thread, and short training budgets "
                              "and 10 prediction draws instead of the defaults (e.g. SparseVariational(max_iter=10)).")
     parser.add_argument("--out-dir", "--output-dir", dest="output_dir", default=str(RESULTS),
-                        help="Folder of the results (default examples/benchmarks/results).")
+                        help="Folder of the results (default examples/benchmarks/results/performance).")
     parser.add_argument("--tag", default=None, help="Results file tag (default device_cuda or device_cpu, "
                                                     "quick_ in front with --quick).")
     args = parser.parse_args(argv)

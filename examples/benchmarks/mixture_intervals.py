@@ -12,7 +12,7 @@ homoscedastic noise and the sampled sparse GPs
 computes both at the 95% level on the training rows and writes, per
 configuration, the largest and the median shift of an interval end in units
 of the predictive standard deviation and the largest relative change of the
-width, to ``results/mixture_intervals.json``.
+width, to ``results/mixture/mixture_intervals.json``.
 
     python examples/benchmarks/mixture_intervals.py
 """
@@ -33,7 +33,7 @@ from skbayes.base import PredictiveRegressorMixin  # noqa: E402
 
 CONFIGS = ["reg_mfvi", "reg_mc_dropout", "reg_pbp", "reg_vadam", "reg_sghmc", "reg_ensemble", "reg_mfvi_fixed_noise",
            "nnreg_mfvi", "nnreg_ensemble", "sgp_sghmc", "sgp_sghmc_dpp_prior"]
-OUT = Path(__file__).parent / "results" / "mixture_intervals.json"
+OUT = Path(__file__).parent / "results" / "mixture" / "mixture_intervals.json"
 
 
 def main():

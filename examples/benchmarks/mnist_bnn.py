@@ -54,7 +54,7 @@ How to run
     python examples/benchmarks/mnist_bnn.py --quick --threads 1        # smoke run, about a minute
     python examples/benchmarks/mnist_bnn.py --methods MeanFieldVI SGHMC --max-iter 200 --device cuda
 
-Outputs ``examples/benchmarks/results/mnist_bnn_<tag>.{json,md}`` (tag
+Outputs ``examples/benchmarks/results/mnist/mnist_bnn_<tag>.{json,md}`` (tag
 ``full``, ``quick`` with ``--quick``, or ``--tag``).
 """
 
@@ -74,7 +74,7 @@ from skbayes.metrics import expected_calibration_error
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     bnn_methods, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
-    rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
+    results_dir, rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
 )
 
 ANGLES = list(range(0, 181, 15))
@@ -121,7 +121,7 @@ def markdown(report):
 
 def parse_args(argv=None):
     parser = registry_parser(__doc__, "Smoke run: MLP (100,), 3 epochs, 20 draws, 1,000 unlabeled images, small ensembles.",
-                         Path(__file__).resolve().parent / "results")
+                         results_dir("mnist"))
     parser.add_argument("--max-iter", type=int, default=None, help="Epochs per method (default: 100, quick: 3).")
     parser.add_argument("--hidden", default=None, help="Hidden layer sizes, e.g. 400,400 (default; quick: 100).")
     parser.add_argument("--n-mc-predict", type=int, default=None, help="Weight draws per prediction, of the methods that draw weights (default 100, quick 20).")

@@ -83,7 +83,7 @@ How to run
     python examples/benchmarks/mnist_cnn.py --device cuda --epochs 50 --tag cuda_50epochs
     python examples/benchmarks/mnist_cnn.py --methods MeanFieldVI --tag mfvi   # then --merge the JSON files
 
-Outputs ``examples/benchmarks/results/mnist_cnn_<tag>.{json,md}`` (tag
+Outputs ``examples/benchmarks/results/mnist/mnist_cnn_<tag>.{json,md}`` (tag
 ``full``, ``quick`` with ``--quick``, or ``--tag``) and the figure
 (``doc/images/mnist_rotated_digit.png`` for the tag ``full``, else
 ``mnist_cnn_<tag>_rotated_digit.png`` beside the results).
@@ -112,7 +112,7 @@ from skbayes.nn.networks import BayesianModuleNetwork
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     ROOT, environment, limit_threads, load_mnist, output_paths, print_written, registry_parser,
-    rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
+    results_dir, rotated, run_saving, select_methods, with_prediction_draws, write_atomic,
 )
 
 ANGLES = list(range(0, 181, 15))
@@ -346,7 +346,7 @@ def plot(report, digit, path):
 
 
 def parse_args(argv=None):
-    results = Path(__file__).resolve().parent / "results"
+    results = results_dir("mnist")
     parser = registry_parser(__doc__, "Smoke run: 1 epoch on 500 training rows, 5 draws, 2 ensemble members.", results)
     for action in parser._actions:
         if action.dest == "methods":

@@ -19,7 +19,7 @@ How to run
 
     SKBAYES_DATA_HOME=/path/to/data OMP_NUM_THREADS=1 \\
         python examples/benchmarks/pbp_epoch_time.py --epochs 10 --repeats 7 \\
-        --out examples/benchmarks/results/pbp_epoch_time.json
+        --out examples/benchmarks/results/performance/pbp_epoch_time.json
 
 Run it on an otherwise idle machine. Without ``--out`` the table is only
 printed; with it the raw times go to that JSON file and the table to the

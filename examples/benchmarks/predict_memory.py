@@ -10,7 +10,7 @@ by a constant (``skbayes.base.PREDICT_MEMORY_BOUND``) shows the same growth at
 every size. ``--time-rows`` times ``predict(X, return_std=True)`` (``predict_proba``
 for classifiers) of the named models on that many rows and reports rows/s.
 
-Run (results in ``examples/benchmarks/results/predict_memory_<tag>.{json,md}``)::
+Run (results in ``examples/benchmarks/results/performance/predict_memory_<tag>.{json,md}``)::
 
     python examples/benchmarks/predict_memory.py --rows 10000 100000 --time-rows 1000000 --tag all
 
@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, limit_threads, loadavg, output_paths, print_written, run_saving, write_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    environment, limit_threads, loadavg, output_paths, print_written, results_dir, run_saving, write_atomic,
+)
 
 CLEAR_REFS = Path("/proc/self/clear_refs")
 
@@ -182,7 +184,7 @@ def main():
                              "not what the allocator caches.")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("performance")))
     args = parser.parse_args()
     if not CLEAR_REFS.exists():
         sys.exit("needs Linux's /proc/self/clear_refs to reset the peak RSS")

@@ -125,7 +125,7 @@ default 1000, the estimator's default), ``--tol`` (default 1e-5) and
 ``--threads`` (``torch.set_num_threads`` and the BLAS thread pools via
 threadpoolctl; default: leave the defaults), ``--data-home``, ``--tag``
 (default: a timestamp), ``--output-dir`` (default:
-``examples/benchmarks/results/``).
+``examples/benchmarks/results/sparse_gp/``).
 
 What it prints
 --------------
@@ -162,7 +162,7 @@ from skbayes.datasets import fetch_uci, get_data_home
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     environment, limit_threads, loadavg, output_paths, peak_rss_mb,
-    print_written, run_saving, standardised_split, write_atomic,
+    print_written, run_saving, standardised_split, write_atomic, results_dir,
 )
 
 SKBAYES_VARIANTS = {
@@ -218,8 +218,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) and BLAS threads (default: leave the defaults).")
     parser.add_argument("--tag", default=None, help="Results file name sparse_gp_<tag>.* (default: a timestamp).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"),
-                        help="Folder for the results (default: examples/benchmarks/results/).")
+    parser.add_argument("--output-dir", default=str(results_dir("sparse_gp")),
+                        help="Folder for the results (default: examples/benchmarks/results/sparse_gp/).")
     args = parser.parse_args(argv)
     if args.synthetic_1m:
         if args.synthetic_rows not in (None, 1_000_000):

@@ -20,7 +20,7 @@ How to run
     python examples/benchmarks/sparse_gp_defaults_scaling.py --rows 200000 1000000 --threads 2 \\
         --out sparse_gp_defaults_scaling
 
-``--out NAME`` writes ``examples/benchmarks/results/NAME.json`` and ``.md``
+``--out NAME`` writes ``examples/benchmarks/results/sparse_gp/NAME.json`` and ``.md``
 (default: print only).
 """
 
@@ -116,7 +116,7 @@ def main(argv=None):
     parser.add_argument("--rows", type=int, nargs="+", default=[200_000], help="Training rows N (default: 200000).")
     parser.add_argument("--test-rows", type=int, default=10_000, help="Test rows (default: 10000).")
     parser.add_argument("--threads", type=int, default=1, help="Torch and BLAS threads (default: 1).")
-    parser.add_argument("--out", default=None, help="Write results/NAME.json and NAME.md.")
+    parser.add_argument("--out", default=None, help="Write results/sparse_gp/NAME.json and NAME.md.")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     report = {"settings": vars(args), "environment": environment(), "fits": [], "complete": False}
@@ -127,7 +127,7 @@ def main(argv=None):
             report["fits"].append(fit_one(n, args.test_rows))
             print(json.dumps(report["fits"][-1]), flush=True)
 
-    save, finish = named_results(report, markdown, args.out)
+    save, finish = named_results(report, markdown, args.out, "sparse_gp")
     run_saving(report, body, save, finish)
     return 0
 

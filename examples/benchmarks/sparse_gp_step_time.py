@@ -18,7 +18,7 @@ How to run
     python examples/benchmarks/sparse_gp_step_time.py --n-inducing 256 --batch-size 1024 --repeats 5
 
 ``--threads T`` sets the torch threads (default 1); ``--out NAME`` writes
-``examples/benchmarks/results/NAME.json`` and ``.md``.
+``examples/benchmarks/results/sparse_gp/NAME.json`` and ``.md``.
 """
 
 import argparse
@@ -36,9 +36,9 @@ from skbayes.inference import SparseVariational
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, loadavg, write_atomic  # noqa: E402
+from _common import environment, loadavg, write_atomic, results_dir  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = results_dir("sparse_gp")
 
 
 def skbayes_step(X, y, n_inducing, batch):
@@ -89,7 +89,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=1024, help="B (default: 1024).")
     parser.add_argument("--repeats", type=int, default=5, help="Runs of 20 steps each (default: 5).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1).")
-    parser.add_argument("--out", default=None, metavar="NAME", help="Write results/NAME.json and .md.")
+    parser.add_argument("--out", default=None, metavar="NAME", help="Write results/sparse_gp/NAME.json and .md.")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     env = environment(gpytorch=True)

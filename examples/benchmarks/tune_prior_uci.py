@@ -67,23 +67,18 @@ load average, the date and the command line, go as JSON to ``--output``
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import sklearn
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skbayes
 from skbayes import BayesianMLPRegressor
 from skbayes.datasets import fetch_uci, get_uci_split
 from skbayes.inference import MCDropout, MeanFieldVI
@@ -93,6 +88,9 @@ from skbayes.metrics import (
     interval_coverage,
     regression_calibration_error,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import end_environment, environment  # noqa: E402
 
 COVERAGE = 0.95
 # The inference methods of the grid, by the label the tables show.
@@ -132,26 +130,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def environment(argv):
-    try:
-        load = list(os.getloadavg())
-    except OSError:  # not available on every platform
-        load = None
-    return {
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join(["python", *([sys.argv[0]] + list(sys.argv[1:] if argv is None else argv))]),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "numpy": np.__version__,
-        "scikit-learn": sklearn.__version__,
-        "torch": torch.__version__,
-        "skbayes": getattr(skbayes, "__version__", "unknown"),
-        "torch_threads": torch.get_num_threads(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1_5_15min": load,
-    }
-
-
 def test_metrics(pipe, X_test, y_test):
     """Probabilistic test metrics of a fitted StandardScaler + BayesianMLPRegressor pipeline."""
     model = pipe[-1]
@@ -175,6 +153,7 @@ def main(argv=None):
     args = parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    env = environment(argv=argv)
     try:
         bunch = fetch_uci(args.dataset, data_home=args.data_home, download_if_missing=False)
         X_train, X_test, y_train, y_test = get_uci_split(bunch, args.split)
@@ -267,7 +246,7 @@ def main(argv=None):
         "estimator_params": {k: v for k, v in pipe[-1].get_params().items() if not callable(v)},
         "cv_results": cv_rows,
         "selected": selected,
-        "environment": environment(argv),
+        "environment": end_environment(env),
     }
     path = Path(args.output)
     path.parent.mkdir(parents=True, exist_ok=True)

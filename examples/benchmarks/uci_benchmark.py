@@ -54,7 +54,7 @@ note, for the methods that do not have them; the others go to the estimator,
 e.g. ``batch_size=8``),
 ``--threads`` (``torch.set_num_threads``; default: torch's default),
 ``--tag`` (file name; default: a timestamp), ``--output-dir`` (default:
-``examples/benchmarks/results/``).
+``examples/benchmarks/results/uci/``).
 
 What it prints
 --------------
@@ -87,7 +87,7 @@ from skbayes.inference import ALIASES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, output_paths, print_written, run_saving, write_atomic,
+    environment, limit_threads, output_paths, print_written, run_saving, write_atomic, results_dir,
 )
 
 # Published reference numbers, (mean, standard error):
@@ -188,8 +188,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads(N) (default: leave torch's default).")
     parser.add_argument("--tag", default=None, help="Results file name uci_<tag>.* (default: a timestamp).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"),
-                        help="Folder for the results (default: examples/benchmarks/results/).")
+    parser.add_argument("--output-dir", default=str(results_dir("uci")),
+                        help="Folder for the results (default: examples/benchmarks/results/uci/).")
     args = parser.parse_args(argv)
     if args.splits is not None and args.splits < 1:
         parser.error("--splits must be >= 1")

@@ -105,7 +105,7 @@ from _common import (  # noqa: E402
     run_saving,
     start_uci_report,
     uci_splits,
-    write_atomic,
+    write_atomic, results_dir,
 )
 
 import skbayes.inference  # noqa: E402
@@ -137,7 +137,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None, help="torch and BLAS threads (default: all).")
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("defaults")))
     args = parser.parse_args(argv)
     namespace = vars(skbayes.inference)
     params = {}

@@ -31,10 +31,10 @@ How to run
 ----------
 ::
 
-    python examples/benchmarks/uci_defaults_table.py examples/benchmarks/results/uci_defaults_{baselines,default_*}.json \\
-        > examples/benchmarks/results/uci_defaults_summary.md
-    python examples/benchmarks/uci_defaults_table.py --candidates examples/benchmarks/results/uci_defaults_explore_*.json \\
-        > examples/benchmarks/results/uci_defaults_candidates.md
+    python examples/benchmarks/uci_defaults_table.py examples/benchmarks/results/defaults/uci_defaults_{baselines,default_*}.json \\
+        > examples/benchmarks/results/defaults/uci_defaults_summary.md
+    python examples/benchmarks/uci_defaults_table.py --candidates examples/benchmarks/results/defaults/uci_defaults_explore_*.json \\
+        > examples/benchmarks/results/defaults/uci_defaults_candidates.md
 """
 
 import argparse

@@ -50,7 +50,7 @@ aliases; default ``default``), ``--max-iter`` (default: the estimator's), ``--pr
 ``--n-knots`` (``auto``, the default, ``none`` for the raw isotonic map
 with all the calibration rows as knots, or an integer),
 ``--calibration-fraction`` (default 0.2), ``--threads``, ``--data-home``,
-``--tag``, ``--output-dir`` (default ``examples/benchmarks/results/``).
+``--tag``, ``--output-dir`` (default ``examples/benchmarks/results/calibration/``).
 
 What it prints
 --------------
@@ -76,7 +76,7 @@ from sklearn.preprocessing import StandardScaler
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written, run_saving,
-    start_uci_report, write_atomic,
+    start_uci_report, write_atomic, results_dir,
 )
 from uci_benchmark import hidden_layer_sizes  # noqa: E402
 
@@ -126,7 +126,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("calibration")))
     args = parser.parse_args(argv)
     if not 0 < args.calibration_fraction < 1:
         parser.error("--calibration-fraction must be in (0, 1)")

@@ -19,8 +19,8 @@ How to run
 ----------
 ::
 
-    python examples/benchmarks/uci_summary.py examples/benchmarks/results/uci_*.json \\
-        > examples/benchmarks/results/uci_all_methods.md
+    python examples/benchmarks/uci_summary.py examples/benchmarks/results/uci/uci_*.json \\
+        > examples/benchmarks/results/uci/uci_all_methods.md
 """
 
 import argparse

@@ -40,7 +40,7 @@ How to run
 
 Defaults: 20 epochs, one torch thread, the CPU; a few minutes on a 2-core
 CPU (the convolutional VAE takes most of it). Outputs
-``examples/benchmarks/results/vae_conv_mnist_<tag>.{json,md}`` (tag ``full``,
+``examples/benchmarks/results/vae/vae_conv_mnist_<tag>.{json,md}`` (tag ``full``,
 ``quick`` with ``--quick``, or ``--tag``).
 """
 
@@ -59,7 +59,7 @@ from skbayes import VAE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, limit_threads, mnist_images, output_paths, print_written, run_saving, write_atomic,
+    environment, limit_threads, mnist_images, output_paths, print_written, run_saving, write_atomic, results_dir,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,7 +172,7 @@ def parse_args(argv=None):
                         help="Folder holding mnist/ (default: $SKBAYES_DATA_HOME/mnist/ if it exists, else the copy bundled with skbayes).")
     parser.add_argument("--device", default="cpu", help="Torch device (default: cpu).")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default: 1).")
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("vae")))
     parser.add_argument("--tag", default=None, help="Results file tag (default: full, or quick with --quick).")
     args = parser.parse_args(argv)
     args.epochs = args.epochs or (QUICK["epochs"] if args.quick else 20)

@@ -42,7 +42,7 @@ How to run
 Options: ``--datasets``, ``--n-splits`` (default 8), ``--steps`` (default
 50,000), ``--max-iter`` (epochs; overrides ``--steps``), ``--quick``,
 ``--threads``, ``--data-home``, ``--tag``, ``--output-dir`` (default
-``examples/benchmarks/results/``).
+``examples/benchmarks/results/bnn_methods/``).
 
 What it prints
 --------------
@@ -65,7 +65,7 @@ from sklearn.exceptions import ConvergenceWarning
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     environment_lines, fit_uci_splits, limit_threads, loadavg, mean_se, output_paths, print_written,
-    run_saving, start_uci_report, write_atomic,
+    run_saving, start_uci_report, write_atomic, results_dir,
 )
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
@@ -101,7 +101,7 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
-    parser.add_argument("--output-dir", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--output-dir", default=str(results_dir("bnn_methods")))
     args = parser.parse_args(argv)
     if args.quick:
         args.datasets, args.n_splits, args.steps = ["energy", "concrete"], 1, 200

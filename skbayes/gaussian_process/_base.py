@@ -35,7 +35,7 @@ _AUTO_BATCH = 1024
 # Budget of max_iter="auto": this many epochs or optimiser steps, whichever ends first. Every step
 # costs O(batch_size M^2 + M^3) whatever n, so the steps, not the epochs, bound the fit time on
 # large data (a default fit on 200,000 x 8 rows, M = 256, B = 1024: 4,000 steps, 162 s on one
-# busy CPU core; see examples/benchmarks/results/sparse_gp_defaults_scaling_*.md).
+# busy CPU core; see examples/benchmarks/results/sparse_gp/sparse_gp_defaults_scaling_*.md).
 AUTO_MAX_EPOCHS = 1000
 AUTO_MAX_STEPS = 4000
 

@@ -19,6 +19,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes.base
 import skbayes.gaussian_process._sparse_gp as sparse_gp_module
+from conftest import SINE_NOISE, sine
 from skbayes import DeviceWarning, SparseGPRegressor
 from skbayes.gaussian_process._sparse_gp import minibatch_loss
 from skbayes.nn import (
@@ -36,24 +37,12 @@ from skbayes.inference import SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-NOISE = 0.2
 SKLEARN_KERNELS = {
     "rbf": lambda ls: RBF(ls),
     "matern12": lambda ls: Matern(ls, nu=0.5),
     "matern32": lambda ls: Matern(ls, nu=1.5),
     "matern52": lambda ls: Matern(ls, nu=2.5),
 }
-
-
-def _sine(n, seed, low=-3.0, high=3.0):
-    rng = np.random.RandomState(seed)
-    X = rng.uniform(low, high, size=(n, 1))
-    return X, np.sin(2 * X[:, 0]) + NOISE * rng.randn(n)
-
-
-@pytest.fixture(scope="module")
-def sine_data():
-    return _sine(500, 0), _sine(2000, 1)
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +203,7 @@ def test_kl_weight_does_not_depend_on_the_batch_size():
 
 # ------------------------------------------------------- uncertainty quality
 def test_recovers_the_noise_level(fitted):
-    assert fitted.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    assert fitted.noise_std_ == pytest.approx(SINE_NOISE, rel=0.2)
 
 
 def test_intervals_cover_at_the_stated_rate(fitted, sine_data):
@@ -312,7 +301,7 @@ def test_learn_inducing_controls_whether_z_moves(sine_data):
 
 
 def test_n_inducing_is_capped_at_the_number_of_rows():
-    X, y = _sine(40, 0)
+    X, y = sine(40, 0)
     model = SparseGPRegressor(random_state=0, inference=SparseVariational(max_iter=2)).fit(X, y)
     assert model.n_inducing_ == 40 and model.inducing_points_.shape == (40, 1)
 
@@ -435,7 +424,7 @@ def test_column_vector_y_is_ravelled(sine_data):
 
 
 def test_verbose_shows_a_progress_bar(capsys):
-    X, y = _sine(50, 0)
+    X, y = sine(50, 0)
     SparseGPRegressor(n_inducing=5, verbose=True, random_state=0, inference=SparseVariational(max_iter=3)).fit(X, y)
     assert "SparseGPRegressor" in capsys.readouterr().err
 
@@ -522,7 +511,7 @@ def test_bad_method_arguments_are_reported(fitted, call, name):
 
 
 def test_convergence_warning_at_max_iter():
-    X, y = _sine(40, 0)
+    X, y = sine(40, 0)
     with pytest.warns(ConvergenceWarning, match="maximum number of epochs"):
         SparseGPRegressor(n_inducing=5, random_state=0, inference=SparseVariational(max_iter=2)).fit(X, y)
 
@@ -607,7 +596,7 @@ def test_fitc_and_vfe_coincide_when_the_inducing_points_are_the_data(small_probl
 def test_fitc_objective_fits_the_sine(sine_data):
     (X, y), (X_test, y_test) = sine_data
     model = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(objective="fitc")).fit(X, y)
-    assert model.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    assert model.noise_std_ == pytest.approx(SINE_NOISE, rel=0.2)
     lower, upper = model.predict_interval(X_test, coverage=0.95)
     assert 0.90 <= np.mean((y_test >= lower) & (y_test <= upper)) <= 0.99
 
@@ -697,7 +686,7 @@ def test_ngd_estimator_trains_q_with_natural_gradients_and_the_rest_with_adam(si
     assert id(gp.q_mean) not in adam_params and id(gp.raw_q_scale_tril) not in adam_params
     assert id(gp.inducing_points) in adam_params
     assert chain.optimizers[1].param_groups[0]["loss_scale"] == len(X)
-    assert ngd.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    assert ngd.noise_std_ == pytest.approx(SINE_NOISE, rel=0.2)
     lpd_adam = adam.log_predictive_density(X_test, y_test).mean()
     lpd_ngd = ngd.log_predictive_density(X_test, y_test).mean()
     assert lpd_ngd == pytest.approx(lpd_adam, abs=0.03)
@@ -766,7 +755,7 @@ def test_streaming_partial_fit_learns_the_function(sine_data):
     # fit on the 500 rows reaches 0.178 nats and R^2 0.926; the first call alone -2.66
     assert first < -1 and last > 0.15
     assert model.score(X_test, y_test) > 0.9
-    assert model.noise_std_ == pytest.approx(NOISE, rel=0.2)
+    assert model.noise_std_ == pytest.approx(SINE_NOISE, rel=0.2)
 
 
 def test_partial_fit_continues_fit_and_fit_starts_afresh(sine_data):
@@ -914,7 +903,7 @@ def test_auto_max_iter_is_a_step_budget_independent_of_n(monkeypatch, n_samples)
             self.steps += 1
 
     monkeypatch.setattr(_base, "AUTO_MAX_STEPS", 7)
-    X, y = _sine(n_samples, 0)
+    X, y = sine(n_samples, 0)
     counter = CountSteps()
     params = {"n_inducing": 4, "batch_size": 10, "random_state": 0, "callbacks": [counter]}
     model = SparseGPRegressor(**params)

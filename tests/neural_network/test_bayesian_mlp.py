@@ -14,6 +14,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from conftest import SINE_NOISE, sine
 from discovery import with_loop
 from skbayes import BayesianMLPRegressor, DeviceWarning
 from skbayes._training import Callback, KLWarmup, TrainingState
@@ -22,7 +23,6 @@ from skbayes.inference import FitContext, MCDropout, MeanFieldVI
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-NOISE = 0.2
 
 
 def _draws(model, X):
@@ -30,17 +30,6 @@ def _draws(model, X):
     parameters, _ = model._draw_parameters(model._n_mc_predict(), model._predict_seed)
     with torch.no_grad():
         return model.module_["network"].forward_with(model._to_tensor(X), parameters).numpy()
-
-
-def _sine(n, seed, low=-3.0, high=3.0):
-    rng = np.random.RandomState(seed)
-    X = rng.uniform(low, high, size=(n, 1))
-    return X, np.sin(2 * X[:, 0]) + NOISE * rng.randn(n)
-
-
-@pytest.fixture(scope="module")
-def sine_data():
-    return _sine(500, 0), _sine(2000, 1)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +43,7 @@ def fitted(sine_data):
 
 # ----------------------------------------------------------- uncertainty quality
 def test_mfvi_recovers_the_noise_level(fitted):
-    assert fitted["mfvi"].noise_std_[0] == pytest.approx(NOISE, rel=0.25)
+    assert fitted["mfvi"].noise_std_[0] == pytest.approx(SINE_NOISE, rel=0.25)
 
 
 @pytest.mark.parametrize("inference", ["mfvi", "mc_dropout"])
@@ -330,7 +319,7 @@ def test_warm_start_continues_from_the_fitted_network(sine_data):
 
 
 def test_verbose_shows_a_progress_bar(capsys):
-    X, y = _sine(50, 0)
+    X, y = sine(50, 0)
     BayesianMLPRegressor(inference=MeanFieldVI(max_iter=3), verbose=True, random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
     assert "BayesianMLPRegressor" in capsys.readouterr().err
 
@@ -383,7 +372,7 @@ def test_bad_parameters_are_reported(params, match):
 
 
 def test_diverging_training_stops_with_advice():
-    X, y = _sine(64, 0)
+    X, y = sine(64, 0)
     with pytest.raises(ValueError, match="Lower learning_rate_init"):
         BayesianMLPRegressor(inference=MeanFieldVI(learning_rate_init=1e12, max_iter=50), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X * 1e6, y * 1e6)
 
@@ -394,7 +383,7 @@ def test_early_stopping_needs_rows_for_validation():
 
 
 def test_convergence_warning_at_max_iter():
-    X, y = _sine(40, 0)
+    X, y = sine(40, 0)
     with pytest.warns(ConvergenceWarning, match="maximum number of epochs"):
         BayesianMLPRegressor(inference=MeanFieldVI(max_iter=2), random_state=0, noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
