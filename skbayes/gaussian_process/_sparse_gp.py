@@ -154,7 +154,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
           closed-form optimum of ``"homoscedastic"`` is Gaussian-only). The
           predictive distribution of y is the Gaussian q(f) convolved with
           the t, computed as a mixture of Gaussians over the t's precisions
-          (:func:`skbayes._predictive.student_t_scale_mixture`): its
+          (``skbayes._predictive.student_t_scale_mixture``): its
           log density, quantiles and intervals are exact to ~1e-7.
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation sigma (the Student-t's scale

@@ -2,7 +2,6 @@
 
 import copy
 import pickle
-import warnings
 
 import joblib
 import numpy as np
