@@ -133,6 +133,9 @@ class TorchEstimatorMixin:
     """
 
     _torch_attributes = ("module_",)
+    #: Whether the loop can hold out a validation split (``early_stopping``): the fitted
+    #: ``validation_scores_`` and ``best_validation_score_`` exist only then.
+    _validation_split = True
 
     def _resolve_device(self):
         device = self.device
@@ -339,17 +342,20 @@ class TorchEstimatorMixin:
     def _store_training_result(self, result, n_seen=None):
         """``fit``'s bookkeeping: the fitted attributes of a :class:`skbayes._training.TrainingResult`.
 
-        ``loss_curve_``, ``n_iter_``, ``best_loss_``, ``validation_scores_``
-        and ``best_validation_score_``; and ``n_seen_``, the rows trained on,
-        when ``n_seen`` is given (the N that ``partial_fit`` continues from).
+        ``loss_curve_``, ``n_iter_``, ``best_loss_``, and for an estimator
+        that can hold out a validation split (``_validation_split``)
+        ``validation_scores_`` and ``best_validation_score_``; and
+        ``n_seen_``, the rows trained on, when ``n_seen`` is given (the N
+        that ``partial_fit`` continues from).
         """
         if n_seen is not None:
             self.n_seen_ = n_seen
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.best_loss_ = result.best_loss
-        self.validation_scores_ = result.validation_scores
-        self.best_validation_score_ = result.best_validation_score
+        if self._validation_split:
+            self.validation_scores_ = result.validation_scores
+            self.best_validation_score_ = result.best_validation_score
 
     def _append_training_result(self, result, best_from=0):
         """``partial_fit``'s bookkeeping: the epochs of ``result`` appended to ``loss_curve_`` and ``n_iter_``.

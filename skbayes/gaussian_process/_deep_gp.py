@@ -153,6 +153,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     loss_curve_ : list of float
         Per-datum negative ELBO (nats, standardised units) of each epoch.
     %(n_iter_)s
+    n_seen_ : int
+        Training rows seen: ``n_samples`` after ``fit``, the running total
+        over ``partial_fit`` calls. It is the N of the objective.
     best_loss_ : float
         Lowest epoch loss.
     %(torch_estimator_attributes)s
@@ -207,6 +210,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     >>> mean.shape, std.shape
     ((3,), (3,))
     """
+
+    _validation_split = False  # no early stopping: every row trains the GP
 
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
