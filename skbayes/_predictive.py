@@ -125,6 +125,8 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100, weights
         is rejected, so 100 reach the float64 resolution of any bracket).
     weights : ndarray of shape (T,) or None, default=None
         Component weights (>= 0, summing to 1); None for the uniform mixture.
+        Components below 1e-10 of the largest weight do not bound the root
+        (they move F by less than that).
 
     Returns
     -------
@@ -402,9 +404,10 @@ class MixturePredictive:
     r"""The uniform mixture (1/T) sum_t p_t(y) of Gaussian or Student-t components, for each row.
 
     With ``weights`` the mixture is sum_t w_t p_t(y) instead (e.g. the
-    Gauss-Hermite nodes of a Gaussian latent f under a Student-t likelihood,
-    ``sum_i w_i t(y | m + s z_i, sigma, nu)``, [Abramowitz1964]_ eq. 25.4.46),
-    and every mean over the components below is the weighted one.
+    Student-t noise of a GP as a scale mixture of Gaussians,
+    sum_j W_j N(y | mu, s^2 + sigma^2 / lambda_j), see
+    :func:`student_t_scale_mixture`), and every mean over the components
+    below (1/T sum_t) is the weighted one (sum_t w_t).
 
     Component t of row i is N(loc_ti, scale_ti^2), or the Student-t with
     df_ti degrees of freedom, location loc_ti and scale scale_ti. Its
@@ -427,6 +430,12 @@ class MixturePredictive:
     weights : ndarray of shape (T,) or None, default=None
         Component weights (>= 0, summing to 1), shared by the rows; None for
         the uniform mixture.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not of shape (T,), has a negative entry or does
+        not sum to 1 (to 1e-8).
     """
 
     def __init__(self, loc, scale, df=None, latent_var=0.0, weights=None):
@@ -434,6 +443,14 @@ class MixturePredictive:
         self.df = None if df is None else np.broadcast_to(np.asarray(df, dtype=float), self.loc.shape)
         self.latent_var = np.broadcast_to(np.asarray(latent_var, dtype=float), self.loc.shape)
         self.weights = None if weights is None else np.asarray(weights, dtype=float)
+        if self.weights is not None and (
+            self.weights.shape != (self.loc.shape[0],) or np.any(self.weights < 0)
+            or abs(self.weights.sum() - 1.0) > 1e-8
+        ):
+            raise ValueError(
+                f"weights must be {self.loc.shape[0]} non-negative numbers summing to 1, one per component; got "
+                f"shape {self.weights.shape}, sum {self.weights.sum():.6g}."
+            )
 
     def _average(self, values):
         """The (weighted) mean over the components of ``values`` (T, ...)."""
@@ -476,14 +493,14 @@ class MixturePredictive:
         return t.logpdf(y, self.df, self.loc, self.scale)
 
     def logpdf(self, y):
-        """log (1/T) sum_t p_t(y) in nats, for y of the shape of one component's loc."""
+        """log (1/T) sum_t p_t(y) in nats (log sum_t w_t p_t(y) with weights), y of one component's loc's shape."""
         component = self._component_logpdf(np.asarray(y, dtype=float))
         if self.weights is None:
             return logsumexp(component, axis=0) - np.log(self.n_components)
         return logsumexp(component, axis=0, b=self.weights.reshape((-1,) + (1,) * (component.ndim - 1)))
 
     def cdf(self, y):
-        """(1/T) sum_t F_t(y), for y of the shape of one component's loc."""
+        """(1/T) sum_t F_t(y) (sum_t w_t F_t(y) with weights), for y of the shape of one component's loc."""
         z = (np.asarray(y, dtype=float) - self.loc) / self.scale
         return self._average(ndtr(z) if self.df is None else stdtr(self.df, z))
 
@@ -498,7 +515,7 @@ class MixturePredictive:
         )
 
     def sample(self, n_draws, random_state):
-        """``n_draws`` draws of y per row: a component chosen uniformly, then its noise.
+        """``n_draws`` draws of y per row: a component chosen (uniformly, or by weight), then its noise.
 
         Parameters
         ----------

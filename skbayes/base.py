@@ -133,9 +133,11 @@ class TorchEstimatorMixin:
     """
 
     _torch_attributes = ("module_",)
+    #: The fitted attribute whose presence means fitted (``__sklearn_is_fitted__``).
+    _model_attribute = "module_"
     #: Whether the loop can hold out a validation split (``early_stopping``): the fitted
     #: ``validation_scores_`` and ``best_validation_score_`` exist only then.
-    _validation_split = True
+    _keeps_validation_scores = True
 
     def _resolve_device(self):
         device = self.device
@@ -305,6 +307,11 @@ class TorchEstimatorMixin:
                     out[rows] = value.cpu().numpy()
         return outputs[0] if single else tuple(outputs)
 
+    def __sklearn_is_fitted__(self):
+        """Fitted once the model exists: a ``fit`` refused after X was validated leaves ``n_features_in_``
+        (and other attributes) but no model, and must not pass ``check_is_fitted``."""
+        return hasattr(self, self._model_attribute)
+
     def _can_warm_start(self, X, y):
         """Whether ``fit`` continues from the fitted model rather than starting afresh.
 
@@ -343,7 +350,7 @@ class TorchEstimatorMixin:
         """``fit``'s bookkeeping: the fitted attributes of a :class:`skbayes._training.TrainingResult`.
 
         ``loss_curve_``, ``n_iter_``, ``best_loss_``, and for an estimator
-        that can hold out a validation split (``_validation_split``)
+        that can hold out a validation split (``_keeps_validation_scores``)
         ``validation_scores_`` and ``best_validation_score_``; and
         ``n_seen_``, the rows trained on, when ``n_seen`` is given (the N
         that ``partial_fit`` continues from).
@@ -353,7 +360,7 @@ class TorchEstimatorMixin:
         self.loss_curve_ = result.loss_curve
         self.n_iter_ = result.n_iter
         self.best_loss_ = result.best_loss
-        if self._validation_split:
+        if self._keeps_validation_scores:
             self.validation_scores_ = result.validation_scores
             self.best_validation_score_ = result.best_validation_score
 

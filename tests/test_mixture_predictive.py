@@ -104,3 +104,9 @@ def test_a_weighted_mixture_against_quadrature_and_draws(df):
     np.testing.assert_allclose(uniform.logpdf(loc[0]), plain.logpdf(loc[0]), rtol=1e-12)
     np.testing.assert_allclose(uniform.ppf([0.1, 0.9]), plain.ppf([0.1, 0.9]), rtol=1e-9)
     np.testing.assert_allclose(uniform.epistemic_variance(), plain.epistemic_variance(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("weights", [[0.5, 0.5], [0.5, 0.6, -0.1], [0.2, 0.2, 0.2]], ids=["shape", "negative", "sum"])
+def test_invalid_weights_are_refused(weights):
+    with pytest.raises(ValueError, match="weights must be 3 non-negative numbers summing to 1"):
+        MixturePredictive(np.zeros((3, 2)), np.ones((3, 2)), weights=np.array(weights))

@@ -86,7 +86,7 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
     """
 
     _warm_start_params = ()
-    _validation_split = False  # no early stopping: every row trains the GP
+    _keeps_validation_scores = False  # no early stopping: every row trains the GP
     _signal_scale = 1.0
     #: The keywords of :meth:`~skbayes.inference.SparseVariational.check_supported`: the settings the model has a form for.
     _variational_forms = {}

@@ -186,7 +186,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     Standardise X (e.g. ``StandardScaler`` in a pipeline).
 
     Not implemented: natural-gradient steps for the last layer, warm starts,
-    ``partial_fit``, multi-output y.
+    multi-output y.
 
     References
     ----------
@@ -211,7 +211,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
     ((3,), (3,))
     """
 
-    _validation_split = False  # no early stopping: every row trains the GP
+    _keeps_validation_scores = False  # no early stopping: every row trains the GP
 
     _parameter_constraints = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],

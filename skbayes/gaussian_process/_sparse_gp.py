@@ -25,6 +25,8 @@ from ._base import SPARSE_GP_CONSTRAINTS, BaseSparseGP
 _MAX_JOINT_ROWS = 5000
 # Initial noise standard deviation, in standardised target units, when learned.
 _NOISE_INIT = 0.1
+# Rows per block of the Student-t predictive (100 precisions x rows per array: 8 MB in float64).
+_T_BLOCK_ROWS = 10_000
 
 
 def _white_terms(kernel):
@@ -223,8 +225,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     ----------
     module_ : torch.nn.ModuleDict
         The fitted ``"gp"`` (:class:`skbayes.nn.SVGP`) and
-        ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`), which work
-        in standardised target units.
+        ``"likelihood"`` (:class:`skbayes.nn.GaussianLikelihood`, or
+        :class:`skbayes.nn.StudentTLikelihood` with ``noise="student_t"``),
+        which work in standardised target units.
     inducing_points_ : ndarray of shape (`n_inducing_`, n_features)
         Fitted inducing inputs Z, in the units of X.
     n_inducing_ : int
@@ -239,8 +242,11 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         model works in (standardised y with ``normalize_y``, as
         ``GaussianProcessRegressor``'s ``kernel_``), so that
         ``GaussianProcessRegressor(kernel=model.kernel_, optimizer=None)``
-        is the exact GP with the fitted hyperparameters. Absent after a fit
-        with a sampled posterior (the hyperparameters are a mixture).
+        is the exact GP with the fitted hyperparameters. With
+        ``noise="student_t"`` the string kernel's ``kernel_`` has no
+        ``WhiteKernel`` (the noise is not Gaussian: no exact GP matches
+        it). Absent after a fit with a sampled posterior (the
+        hyperparameters are a mixture).
     length_scale_ : ndarray of shape (n_features,) or None
         Fitted length-scales, in the units of X (None with a kernel object).
     signal_std_ : float or None
@@ -291,7 +297,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     initial Z and hyperparameters, and after training to its optimum for the
     fitted ones ([Titsias2009]_, one O(N M^2) pass each): the last step can
     only raise the ELBO, and removes the jitter of about ``learning_rate_init``
-    that Adam leaves in q(u).
+    that Adam leaves in q(u). With ``noise="student_t"`` the expectation is
+    taken by Gauss-Hermite quadrature, q(u) starts at the Gaussian optimum
+    with the t's scale as the noise, and is left where the optimiser ends.
 
     Standardise X (e.g. ``StandardScaler`` in a pipeline): the initial
     length-scales and the k-means initialisation assume comparable features.
@@ -516,6 +524,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             change).
         """
         X, y = self._validate_training_data(X, y, reset=True)
+        self.__dict__.pop("inference_diagnostics_", None)  # a sampled fit's, if any
         if _bsgp.is_sampling(self._resolve_inference()):
             method = _bsgp.check_sampling_method(self)
             y = self._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
@@ -541,8 +550,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
     def partial_fit(self, X, y):
         """Update the model with one pass over a batch of rows (streaming).
 
-        The first call (on an estimator that was never fitted) initialises
-        the model from this batch as ``fit`` does: the y standardisation
+        The first call (on an estimator that was never fitted, or whose fit
+        was sampled) initialises the model from this batch as ``fit`` does:
+        the y standardisation
         (``normalize_y``), the inducing points (k-means or random rows of
         this batch; ``n_inducing_ = min(n_inducing, len(X))``) and q(u) at
         its closed-form optimum for this batch. Every call, the first
@@ -574,8 +584,13 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """
         first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
         X, y = self._validate_training_data(X, y, reset=first)
-        self._resolve_inference()
-        y = self._initialise(X, y) if first else self._prepare_targets(y, reset=False)
+        if first:  # later calls continue with the first call's inference object and optimiser
+            self._resolve_inference()
+            self.__dict__.pop("inference_diagnostics_", None)
+            self.noise_df_ = None
+            y = self._initialise(X, y)
+        else:
+            y = self._prepare_targets(y, reset=False)
         return self._stream(X, y)
 
     def _set_fitted_hyperparameters(self):
@@ -600,13 +615,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
 
     def _joint(self, X):
         """Mean (n,) and covariance (n, n) of y at validated X, standardised units, tensors."""
-        if X.shape[0] > _MAX_JOINT_ROWS:
-            raise ValueError(
-                f"The joint predictive covariance of {X.shape[0]} rows is an "
-                f"{X.shape[0]}x{X.shape[0]} matrix; return_cov and sample_y accept at most "
-                f"{_MAX_JOINT_ROWS} rows. Pass X in smaller chunks (samples are then joint "
-                "only within a chunk) or use predict(X, return_std=True) for the marginals."
-            )
+        self._check_joint_rows(X)
         if _bsgp.is_sampled(self):
             return _bsgp.joint(self, X)
         gp = self.module_["gp"]
@@ -615,29 +624,48 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             noise_var = self._noise_variance()
             return mean, cov + noise_var * torch.eye(X.shape[0], dtype=cov.dtype, device=cov.device)
 
+    @staticmethod
+    def _check_joint_rows(X):
+        """Refuse a joint (n, n) covariance of more than ``_MAX_JOINT_ROWS`` rows (ValueError)."""
+        if X.shape[0] > _MAX_JOINT_ROWS:
+            raise ValueError(
+                f"The joint predictive covariance of {X.shape[0]} rows is an "
+                f"{X.shape[0]}x{X.shape[0]} matrix; return_cov and sample_y accept at most "
+                f"{_MAX_JOINT_ROWS} rows. Pass X in smaller chunks (samples are then joint "
+                "only within a chunk) or use predict(X, return_std=True) for the marginals."
+            )
+
     def _noise_variance(self):
         """The noise variance in standardised units, a tensor of shape (): sigma^2, or s^2 nu / (nu - 2) for the t."""
         likelihood = self.module_["likelihood"]
         return likelihood.noise_variance()[0] if self._student_t else likelihood.noise_std[0] ** 2
 
-    def _student_t_predictive(self, X):
-        """The predictive of y at validated X under Student-t noise, a MixturePredictive in standardised units.
+    def _student_t_predictive(self, X, reduce):
+        """``reduce(mixture, rows)`` of the predictive of y at validated X under Student-t noise, row block by block.
 
         p(y) = int N(f | mu, s^2) St(y | f, sigma, nu) df = E_lambda[N(y | mu,
         s^2 + sigma^2 / lambda)], lambda ~ Gamma(nu / 2, rate nu / 2) (the t
         as a scale mixture of Gaussians, [Lange1989]_): a weighted mixture of
         Gaussians over the precisions of :func:`student_t_scale_mixture`,
-        every component centred at mu with latent variance s^2.
+        every component centred at mu with latent variance s^2, a
+        :class:`~skbayes._predictive.MixturePredictive` in standardised units.
+        Blocks of ``_T_BLOCK_ROWS`` rows keep the (precisions, rows) arrays
+        bounded; the results come back concatenated over the rows.
         """
         mean, var = self._latent_marginals(X)
         likelihood = self.module_["likelihood"]
         with torch.no_grad():
             scale, df = float(likelihood.scale[0]), float(likelihood.df[0])
         precision, weights = student_t_scale_mixture(df)
-        component_var = var[None, :] + scale**2 / precision[:, None]
-        return MixturePredictive(
-            np.broadcast_to(mean, component_var.shape), np.sqrt(component_var), latent_var=var[None, :], weights=weights
-        )
+        noise_var = scale**2 / precision[:, None]
+        results = []
+        for start in range(0, len(mean), _T_BLOCK_ROWS):
+            rows = slice(start, start + _T_BLOCK_ROWS)
+            component_var = var[None, rows] + noise_var
+            mixture = MixturePredictive(np.broadcast_to(mean[rows], component_var.shape), np.sqrt(component_var),
+                                        latent_var=var[None, rows], weights=weights)
+            results.append(reduce(mixture, rows))
+        return np.concatenate(results, axis=0)
 
     def predict_uncertainty(self, X):
         """Predictive mean and standard deviations, split by source.
@@ -645,7 +673,9 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         The predictive distribution of y at x is N(mu(x), s^2(x) + sigma^2),
         with q(f(x)) = N(mu, s^2) (Rossi 2022, eq. 6.7): s is the epistemic
         (model) uncertainty, which grows away from the inducing points, and
-        sigma the aleatoric noise.
+        sigma the aleatoric noise. With ``noise="student_t"`` it is q(f)
+        convolved with St(0, sigma, nu), whose aleatoric standard deviation
+        is sigma sqrt(nu / (nu - 2)).
 
         %(parameters_X)s
 
@@ -720,7 +750,8 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
 
         The draws are from N(mean, cov) with the full (n, n) predictive
         covariance of y (noise included), so they are coherent across the
-        rows of X; at most 5,000 rows.
+        rows of X; at most 5,000 rows. With ``noise="student_t"``: joint
+        draws of f from q(f) plus independent Student-t noise per row.
 
         Parameters
         ----------
@@ -743,18 +774,19 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             not a seed, or X has more than 5,000 rows.
         """
         X = self._validate_X_predict(X)
-        mean, cov = self._joint(X)
         rng = check_random_state(random_state)
         if not _bsgp.is_sampled(self) and self._student_t:
-            # joint draws of f, then independent t noise (y - f is not Gaussian)
+            # joint draws of f (the latent covariance, jittered as a kernel matrix), then independent t noise
+            self._check_joint_rows(X)
+            likelihood = self.module_["likelihood"]
             with torch.no_grad():
-                cov = cov - self._noise_variance() * torch.eye(X.shape[0], dtype=cov.dtype, device=cov.device)
-                chol = cholesky(cov, jitter=0.0).cpu().numpy()
-                likelihood = self.module_["likelihood"]
+                mean, cov = self.module_["gp"].predict_f(self._to_tensor(X), full_cov=True)
+                chol = cholesky(cov).cpu().numpy()
                 scale, df = float(likelihood.scale[0]), float(likelihood.df[0])
             f = mean.cpu().numpy()[:, None] + chol @ rng.standard_normal((chol.shape[0], n_samples))
             samples = f + scale * rng.standard_t(df, size=f.shape)
             return samples * self._y_scale + self._y_mean
+        mean, cov = self._joint(X)
         with torch.no_grad():
             chol = cholesky(cov, jitter=0.0).cpu().numpy()
         z = rng.standard_normal((chol.shape[0], n_samples))
@@ -765,14 +797,15 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         """The quantiles of :meth:`predict_quantiles` and :meth:`predict_interval`.
 
         The variational GP's predictive is Gaussian: those of N(mean, std^2)
-        of :meth:`predict`. A sampled GP's is the mixture over its kept
+        of :meth:`predict`; with Student-t noise, those of the scale mixture
+        of :meth:`_student_t_predictive`. A sampled GP's is the mixture over its kept
         samples of N(mu_s(x), v_s(x) + sigma_s^2): its exact quantiles, by
         Newton's method safeguarded by bisection on its CDF.
         """
         if hasattr(self, "module_") and _bsgp.is_sampled(self):
             return _bsgp.predictive_quantiles(self, self._validate_X_predict(X), levels)
         if hasattr(self, "module_") and self._student_t:  # the Gaussian q(f) convolved with the t
-            quantiles = self._student_t_predictive(self._validate_X_predict(X)).ppf(levels)
+            quantiles = self._student_t_predictive(self._validate_X_predict(X), lambda mixture, rows: mixture.ppf(levels))
             return quantiles * self._y_scale + self._y_mean
         return super()._predictive_quantiles(X, levels)
 
@@ -782,7 +815,10 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         log N(y_i | mean(x_i), std(x_i)^2) in the units of y: the per-point
         test log-likelihood of the UCI benchmark protocol. With a sampled
         posterior (SGHMC), the log of the mixture over kept samples,
-        log (1/S) sum_s N(y_i | mu_s(x_i), v_s(x_i) + sigma_s^2), instead.
+        log (1/S) sum_s N(y_i | mu_s(x_i), v_s(x_i) + sigma_s^2), instead;
+        with ``noise="student_t"``, the log density of q(f) convolved with
+        the t (a weighted mixture of Gaussians over the t's precisions, exact
+        to about 1e-7).
 
         %(log_predictive_density_sections)s
         """
@@ -792,6 +828,7 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             return _bsgp.log_predictive_density(self, X, y)
         if self._student_t:
             y_model = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
-            return self._student_t_predictive(X).logpdf(y_model) - np.log(self._y_scale)
+            log_p = self._student_t_predictive(X, lambda mixture, rows: mixture.logpdf(y_model[rows]))
+            return log_p - np.log(self._y_scale)
         result = self._uncertainty(X)  # X is validated once, here
         return norm.logpdf(y, result.mean, result.std)

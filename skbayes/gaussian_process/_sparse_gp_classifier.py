@@ -9,7 +9,7 @@ from sklearn.gaussian_process.kernels import WhiteKernel
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import column_or_1d, validate_data
 
 from .._docstrings import fill_doc
 from .._param_validation import Interval, StrOptions, _fit_context
@@ -484,11 +484,16 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         first = not hasattr(self, "module_") or _bsgp.is_sampled(self)
         X, y = validate_data(self, X, y, reset=first, dtype=(np.float64, np.float32))
         check_classification_targets(y)
-        self._resolve_inference()
+        if first:  # later calls continue with the first call's inference object and optimiser
+            self._resolve_inference()
+            if classes is not None:  # refused before any fitted state is set
+                n_classes = len(np.unique(column_or_1d(classes)))
+                self._check_classes(np.unique(column_or_1d(classes)))
+                likelihood = self._resolve_likelihood(n_classes)
         encoded = streamed_labels(self, y, classes, first).astype(np.float64)
         if first:
             self.__dict__.pop("inference_diagnostics_", None)
-            self.likelihood_ = self._resolve_likelihood(len(self.classes_))
+            self.likelihood_ = likelihood
             self._fitted_classes = self.classes_
             encoded = self._initialise(X, encoded)
             self._mc_seed, self._predict_seed = self._seeds(check_random_state(self.random_state), 4)[2:]

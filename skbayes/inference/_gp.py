@@ -173,7 +173,7 @@ class SparseVariational(_GPInference):
                 )
         if not monte_carlo and self.n_mc_train != "auto":
             raise ValueError(
-                f"{estimator_name}'s variational bound is in closed form (no Monte Carlo): leave "
+                f"{estimator_name}'s variational bound has no Monte-Carlo term (a closed form or quadrature): leave "
                 f"SparseVariational(n_mc_train='auto'); got n_mc_train={self.n_mc_train!r}."
             )
 

@@ -81,7 +81,10 @@ n_mc_predict : int, default=100
     prediction (``predict``, ``predict_proba``, ``predict_uncertainty``,
     ``predict_quantiles``, ``log_predictive_density``): one forward pass
     per draw, the draws shared by all rows. The validation score of
-    ``early_stopping`` uses min(n_mc_predict, 20) of them.""",
+    ``early_stopping`` uses min(n_mc_predict, 20) of them. A fitted
+    estimator reads it from its fitted copy of the method (``inference_``):
+    to change it without refitting, set it there
+    (``model.inference_.set_params(n_mc_predict=500)``).""",
 }
 
 

@@ -179,6 +179,8 @@ class BayesianGaussianMixture(TorchEstimatorMixin, DensityMixin, BaseEstimator):
 
     _torch_attributes = ()
 
+    _model_attribute = "weights_"
+
     _parameter_constraints = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "covariance_type": [StrOptions({"full", "diag"})],

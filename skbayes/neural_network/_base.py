@@ -404,19 +404,21 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
                 f"inference={self.inference!r}. Call fit to change the method."
             )
         noise_seed, shuffle_seed = getattr(self, "_partial_seeds", self._seeds(check_random_state(self.random_state), 2))
-        self.n_seen_ += X.shape[0]
-        context = FitContext(
-            generator=self._generator(noise_seed + self.n_iter_, self.device_),
-            n_data=self.n_seen_,
-            batch_size=self._batch_size(X.shape[0]),
-            warm_start=not first,
-            epochs_done=self.n_iter_,
-        )
         X_t, Y_t = self._to_tensor(X), self._to_tensor(Y)
-        loop = {"max_iter": 1, "n_iter_no_change": None}
-        result, training = self._train(method, settings, X_t, Y_t, context, shuffle_seed + self.n_iter_, loop)
-        self._optimizer_state = training.optimizer.state_dict()
-        self._append_training_result(result)
+
+        def train(n_data, offset, **loop):
+            context = FitContext(
+                generator=self._generator(noise_seed + offset, self.device_),
+                n_data=n_data,
+                batch_size=self._batch_size(X.shape[0]),
+                warm_start=not first,
+                epochs_done=offset,
+            )
+            result, training = self._train(method, settings, X_t, Y_t, context, shuffle_seed + offset, loop)
+            self._optimizer_state = training.optimizer.state_dict()
+            return result
+
+        self._stream_epoch(train, X.shape[0])
         return self
 
     # --------------------------------------------------------------- prediction

@@ -126,3 +126,14 @@ def test_settings_without_a_student_t_form_are_refused(inference, match):
         SparseGPRegressor(noise="student_t", inference=inference).fit(X, y)
     with pytest.raises(ValueError, match="WhiteKernel"):
         SparseGPRegressor(noise="student_t", kernel=RBF() + WhiteKernel()).fit(X, y)
+
+
+def test_the_predictive_by_blocks_of_rows_is_the_whole(robust, monkeypatch):
+    from skbayes.gaussian_process import _sparse_gp
+
+    X_test, y_test = _sine(25, 8)
+    whole_lpd = robust.log_predictive_density(X_test, y_test)
+    whole_q = robust.predict_quantiles(X_test, [0.1, 0.9])
+    monkeypatch.setattr(_sparse_gp, "_T_BLOCK_ROWS", 4)  # 7 blocks, the last one short
+    np.testing.assert_array_equal(robust.log_predictive_density(X_test, y_test), whole_lpd)
+    np.testing.assert_array_equal(robust.predict_quantiles(X_test, [0.1, 0.9]), whole_q)

@@ -399,3 +399,14 @@ def test_sampled_classifier_says_why_it_cannot_stream():
     with pytest.raises(AttributeError) as info:
         model.partial_fit
     assert "chains run over all the rows" in str(info.value.__cause__)
+
+
+def test_a_refused_first_partial_fit_leaves_no_fitted_state():
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(30, 2), np.arange(30) % 3
+    model = SparseGPClassifier(likelihood="probit", n_inducing=5)
+    with pytest.raises(ValueError, match="probit"):
+        model.partial_fit(X, y, classes=[0, 1, 2])
+    assert not hasattr(model, "classes_") and not hasattr(model, "module_")
+    with pytest.raises(NotFittedError):
+        model.predict(X)

@@ -73,7 +73,8 @@ ONE_DIMENSIONAL = {"Periodic", "ProductKernel"}
 def _kernel_classes():
     found = [getattr(kernels, name) for name in kernels.__all__]
     return sorted(
-        (cls for cls in found if inspect.isclass(cls) and issubclass(cls, nn.Module) and hasattr(cls, "diag")),
+        # every torch module of the kernel module but the bounded hyperparameter
+        (cls for cls in found if inspect.isclass(cls) and issubclass(cls, nn.Module) and cls is not kernels.BoundedPositive),
         key=lambda cls: cls.__name__,
     )
 
@@ -82,7 +83,9 @@ def _points(n, seed):
     return np.random.default_rng(seed).normal(size=(n, N_FEATURES))
 
 
-def test_every_kernel_has_a_case():
+def test_every_kernel_has_a_case_and_the_protocol():
+    for cls in _kernel_classes():
+        assert callable(getattr(cls, "diag", None)), f"{cls.__name__} has no diag(x)"
     names = {cls.__name__ for cls in _kernel_classes()}
     assert names <= set(CASES), f"add a case for {sorted(names - set(CASES))}"
     assert len(names) >= 11
