@@ -222,9 +222,10 @@ class TorchEstimatorMixin:
         model's own and run before the validation score, the stopping rule
         and the user's ``callbacks``.
         """
+        batch_size = min(settings.get("batch_size", self._batch_size(n_samples)), n_samples)
         loop = {
             "batch_size": self._batch_size(n_samples),
-            **self._loop_settings(),
+            **self._loop_settings(steps_per_epoch=-(-n_samples // batch_size)),
             "generator": self._generator(shuffle_seed),
             "device": self.device_,
             "verbose": self.verbose,
@@ -239,12 +240,14 @@ class TorchEstimatorMixin:
         user_callbacks = list(getattr(self, "callbacks", None) or ())
         return fit_loop(loss_fn, optimizer, n_samples, callbacks=callbacks, user_callbacks=user_callbacks, **loop)
 
-    def _loop_settings(self):
+    def _loop_settings(self, steps_per_epoch=None):
         """The stopping settings of the loop: ``max_iter``, ``tol`` and ``n_iter_no_change``.
 
         Read from the estimator by default; an estimator whose training
         settings belong to its inference object (the Bayesian MLPs, the
-        sparse GPs) reads them from there instead.
+        sparse GPs) reads them from there instead. ``steps_per_epoch``, the
+        optimiser steps of one epoch of this run, lets a rule count in steps
+        (the GPs' ``n_iter_no_change="auto"``).
         """
         return {"max_iter": self.max_iter, "tol": self.tol, "n_iter_no_change": self.n_iter_no_change}
 

@@ -103,9 +103,9 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         method = self.inference_
         return method.variational() if isinstance(method, SampledSparseGP) else method
 
-    def _loop_settings(self):
+    def _loop_settings(self, steps_per_epoch=None):
         """``max_iter``, ``tol`` and ``n_iter_no_change`` of the variational fit (``inference_``)."""
-        return self._variational().loop_settings()
+        return self._variational().loop_settings(steps_per_epoch)
 
     # ------------------------------------------------------------ model parts
     def _string_kernel(self, n_features, factory):

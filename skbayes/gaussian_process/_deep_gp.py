@@ -344,9 +344,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
                 )
         return tuple(min(_MAX_AUTO_WIDTH, n_features) if size == "auto" else int(size) for size in sizes)
 
-    def _loop_settings(self):
+    def _loop_settings(self, steps_per_epoch=None):
         """``max_iter``, ``tol`` and ``n_iter_no_change`` of ``inference_``."""
-        return self.inference_.loop_settings()
+        return self.inference_.loop_settings(steps_per_epoch)
 
     def _initialise(self, X, y):
         """Seeds, device, dtype, y scaling and the module; returns the standardised y."""

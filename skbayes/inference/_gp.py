@@ -23,7 +23,7 @@ from .._param_validation import Interval, StrOptions
 from ..nn import OBJECTIVES, NaturalGradient, OptimizerChain
 from ..nn.gp.bayesian_sparse_gp import INDUCING_PRIORS
 from ._base import InferenceMethod
-from ._loop import LOOP_CONSTRAINTS, LOOP_PARAMETERS_DOC, loop_settings
+from ._loop import GP_PATIENCE_EPOCHS, GP_PATIENCE_STEPS, LOOP_CONSTRAINTS, LOOP_PARAMETERS_DOC, loop_settings
 
 __all__ = ["GP_ALIASES", "SampledSparseGP", "SparseVariational", "resolve_gp_inference"]
 
@@ -41,7 +41,7 @@ class _GPInference(BaseEstimator):
         return tags
 
 
-@fill_doc(learning_rate_init_default=0.01, tol_default="1e-5", n_iter_no_change_default=20, **LOOP_PARAMETERS_DOC)
+@fill_doc(learning_rate_init_default=0.01, tol_default="1e-5", **LOOP_PARAMETERS_DOC)
 class SparseVariational(_GPInference):
     """Variational inference of a sparse (or deep) Gaussian process: the GP estimators' default.
 
@@ -136,7 +136,7 @@ class SparseVariational(_GPInference):
         learning_rate_init=0.01,
         max_iter="auto",
         tol=1e-5,
-        n_iter_no_change=20,
+        n_iter_no_change="auto",
     ):
         self.objective = objective
         self.optimizer = optimizer
@@ -181,9 +181,17 @@ class SparseVariational(_GPInference):
         """``n_mc_train``, with ``"auto"`` resolved to the estimator's ``default``."""
         return default if self.n_mc_train == "auto" else self.n_mc_train
 
-    def loop_settings(self):
-        """``max_iter``, ``tol`` and ``n_iter_no_change`` of the shared training loop."""
-        return loop_settings(self)
+    def loop_settings(self, steps_per_epoch=None):
+        """``max_iter``, ``tol`` and ``n_iter_no_change`` of the shared training loop.
+
+        ``n_iter_no_change="auto"`` is resolved for ``steps_per_epoch``
+        optimiser steps per epoch (see the parameter; 20 epochs when None).
+        """
+        settings = loop_settings(self)
+        if self.n_iter_no_change == "auto":
+            steps = GP_PATIENCE_STEPS if steps_per_epoch is None else steps_per_epoch
+            settings["n_iter_no_change"] = max(GP_PATIENCE_EPOCHS, -(-GP_PATIENCE_STEPS // steps))
+        return settings
 
     def make_optimizer(self, parameters, q=None):
         """The optimiser of one fit: Adam, or Adam chained with natural-gradient steps for q(u).

@@ -110,8 +110,11 @@ LOOP_CONSTRAINTS = {
     "learning_rate_init": ADAM_CONSTRAINTS["learning_rate_init"],
     "max_iter": [*STOPPING_CONSTRAINTS["max_iter"], StrOptions({"auto"})],
     "tol": STOPPING_CONSTRAINTS["tol"],
-    "n_iter_no_change": TRAINING_CONSTRAINTS["n_iter_no_change"],
+    "n_iter_no_change": [*TRAINING_CONSTRAINTS["n_iter_no_change"], StrOptions({"auto"})],
 }
+
+#: Optimiser steps that the GPs' ``n_iter_no_change="auto"`` waits at least, and its epochs at least.
+GP_PATIENCE_STEPS, GP_PATIENCE_EPOCHS = 200, 20
 
 #: Numpydoc entries of the four loop parameters; fill ``learning_rate_init_default``,
 #: ``tol_default`` and ``n_iter_no_change_default`` with :func:`skbayes._docstrings.fill_doc`.
@@ -123,7 +126,15 @@ learning_rate_init : float, default=%(learning_rate_init_default)s
 tol : float, default=%(tol_default)s
     Minimum improvement of the per-datum epoch loss that resets the
     ``n_iter_no_change`` counter.
-%(n_iter_no_change)s""",
+n_iter_no_change : int or "auto", default="auto"
+    Epochs without an improvement of at least ``tol`` before stopping.
+    ``"auto"``: 20 epochs, or as many as make 200 optimiser steps when an
+    epoch has fewer than 10 (a small set is one full-batch step per
+    epoch). The fit starts at the optimal q(u) for the initial
+    hyperparameters, and Adam's first steps move every coordinate by about
+    ``learning_rate_init`` whatever its gradient, so the loss first rises;
+    20 steps of patience ended such fits in that rise (after 22 epochs)
+    far from the optimum.""",
 }
 
 

@@ -356,7 +356,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         self._store_training_result(result, n_seen=n_train)
         return self
 
-    def _loop_settings(self):
+    def _loop_settings(self, steps_per_epoch=None):
         # the stopping settings are the inference method's (those of the fit under way)
         return loop_settings(self.inference_, is_classifier(self))
 

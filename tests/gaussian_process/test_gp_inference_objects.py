@@ -132,3 +132,12 @@ def test_deep_gp_hidden_layer_sizes():
     # an int is one inner layer; () is the sparse GP
     assert DeepGPRegressor(4, n_inducing=5, inference=SparseVariational(max_iter=1)).fit(X, y).hidden_layer_sizes_ == (4,)
     assert DeepGPRegressor((), n_inducing=5, inference=SparseVariational(max_iter=1)).fit(X, y).hidden_layer_sizes_ == ()
+
+
+def test_auto_patience_counts_optimiser_steps_on_small_sets():
+    # 200 steps at least, 20 epochs at least: one full-batch step per epoch waits 200 epochs
+    assert SparseVariational().loop_settings(1)["n_iter_no_change"] == 200
+    assert SparseVariational().loop_settings(5)["n_iter_no_change"] == 40
+    assert SparseVariational().loop_settings(10)["n_iter_no_change"] == 20
+    assert SparseVariational().loop_settings(98)["n_iter_no_change"] == 20
+    assert SparseVariational(n_iter_no_change=7).loop_settings(1)["n_iter_no_change"] == 7

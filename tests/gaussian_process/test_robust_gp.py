@@ -137,3 +137,13 @@ def test_the_predictive_by_blocks_of_rows_is_the_whole(robust, monkeypatch):
     monkeypatch.setattr(_sparse_gp, "_T_BLOCK_ROWS", 4)  # 7 blocks, the last one short
     np.testing.assert_array_equal(robust.log_predictive_density(X_test, y_test), whole_lpd)
     np.testing.assert_array_equal(robust.predict_quantiles(X_test, [0.1, 0.9]), whole_q)
+
+
+def test_at_the_defaults_the_fit_is_not_stopped_in_adams_first_rise():
+    """The seed on which 20 epochs of patience (one full-batch step each) ended the t model after 22 epochs."""
+    (X, y), (X_test, y_test) = _sine(300, 1, outliers=0.1), _sine(2000, 1001)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = SparseGPRegressor(noise="student_t", random_state=1).fit(X, y)
+    assert model.n_iter_ > 200
+    assert np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)) < 0.15  # noise 0.1 on the clean test rows
