@@ -4,6 +4,7 @@ import warnings
 from numbers import Integral, Real
 
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 from .._param_validation import Interval, StrOptions
 from .._training import Callback
@@ -236,7 +237,12 @@ class SGHMC(StackedMLPMethod):
     than 4 samples per chain are kept. Values above about 1.1 mean the
     chains have not mixed (raise ``burn_in``/``thinning``, or the step
     size). ``neg_log_prior`` is the summed sum(w^2) / (2 prior_scale^2) of
-    the kept samples.
+    the kept samples. A chain that kept a diverged sample (a training
+    log-likelihood not finite, or far below the best chain's: see
+    :func:`diverged_chains`) is dropped with a ``ConvergenceWarning`` naming
+    the fix, and counted in ``"n_diverged_chains"``; when every chain
+    diverged, all are kept and the warning says the posterior is not
+    trustworthy.
 
     The same object samples a sparse GP: ``SparseGPRegressor(inference=SampledSparseGP(SGHMC(...)))``
     draws the whitened inducing values, hyperparameters, inducing inputs and
@@ -359,8 +365,14 @@ class SGHMC(StackedMLPMethod):
                 _warn_no_sample()
                 keep.samples.append(keep.snapshot())
             self._store_samples(module, keep.samples)
+            n_kept = len(keep.samples)
+            log_lik = self._kept_log_lik(module, X, Y)
+            diverged = diverged_chains(log_lik.mean(dim=-1), n_chains)
+            if diverged.any():
+                log_lik = self._drop_chains(module, log_lik, diverged, n_chains)
             return {
-                "rhat": self._rhat(module, X, Y, n_chains, len(keep.samples)),
+                "rhat": self._rhat(log_lik, n_chains - int(diverged.sum()) if not diverged.all() else n_chains, n_kept),
+                "n_diverged_chains": int(diverged.sum()),
                 "neg_log_prior": float(module["network"].neg_log_prior().detach()),
                 **prior_diagnostics,
             }
@@ -505,16 +517,73 @@ class SGHMC(StackedMLPMethod):
             module["likelihood"] = module["likelihood"].with_member_tensors(noise)
 
     @staticmethod
-    def _rhat(module, X, Y, n_chains, n_kept):
-        """Largest split R-hat of the training log-likelihoods over the kept samples."""
-        if n_kept < 4:
-            return float("nan")
+    def _kept_log_lik(module, X, Y):
+        """Training log-likelihoods of (up to) 512 rows under every kept sample, (n_members, rows), chain-major."""
         rows = slice(0, min(_N_RHAT_MEAN_ROWS, X.shape[0]))
         with torch.no_grad():
-            log_lik = module["likelihood"].log_prob(Y[rows], module["network"](X[rows]))
+            return module["likelihood"].log_prob(Y[rows], module["network"](X[rows]))
+
+    @staticmethod
+    def _drop_chains(module, log_lik, diverged, n_chains):
+        """Keep the chains not ``diverged`` (all of them, with a warning, when every one is); their log_lik."""
+        n_diverged = int(diverged.sum())
+        if diverged.all():
+            warnings.warn(
+                f"SGHMC: every one of the {n_chains} chains kept a diverged sample (a training log-likelihood "
+                "not finite or far below the best chain's): the posterior is not trustworthy. Lower step_size "
+                "or raise burn_in.", ConvergenceWarning,
+            )
+            return log_lik
+        n_kept = log_lik.shape[0] // n_chains
+        keep = torch.arange(n_chains * n_kept, device=log_lik.device).reshape(n_chains, n_kept)[~diverged.to(log_lik.device)]
+        index = keep.reshape(-1)
+        network = module["network"]
+        module["network"] = network.select(index.to(network.member_tensors()[0].device))
+        module["network"].n_chains = n_chains - n_diverged
+        if _member_tensors(module["likelihood"]):
+            module["likelihood"] = module["likelihood"].select(index)
+        warnings.warn(
+            f"SGHMC: {n_diverged} of {n_chains} chains diverged (a kept sample's training log-likelihood not "
+            "finite or far below the best chain's) and were dropped; predictions use the others "
+            f"(inference_diagnostics_['n_diverged_chains']). Lower step_size or raise burn_in.", ConvergenceWarning,
+        )
+        return log_lik[index]
+
+    @staticmethod
+    def _rhat(log_lik, n_chains, n_kept):
+        """Largest split R-hat of the training log-likelihoods ``log_lik`` (members, rows) over the kept samples."""
+        if n_kept < 4:
+            return float("nan")
         log_lik = log_lik.reshape(n_chains, n_kept, -1)
         quantities = torch.cat([log_lik.mean(dim=-1, keepdim=True), log_lik[..., :_N_RHAT_ROWS]], dim=-1)
         return float(split_rhat(quantities.double()).max())
+
+
+def diverged_chains(mean_log_lik, n_chains, min_gap=10.0, n_mads=20.0):
+    """Which chains kept a diverged sample, a bool tensor of shape (n_chains,).
+
+    A kept sample has diverged when its mean training log-likelihood per
+    row (``mean_log_lik``, shape (n_chains * n_kept,), chain-major) is not
+    finite, or lies more than max(``min_gap``, ``n_mads`` x MAD) nats per row
+    below the median of the best chain's samples (the chain of the highest
+    median; MAD its median absolute deviation). 10 nats per row is a
+    sample whose outputs are off by about 4.5 noise standard deviations
+    on average under Gaussian noise, or 25 scales under Student-t noise
+    with nu near 2 (a run-away sample, outputs of order 10^4, is far below
+    that); the samples of a chain still in its burn-in lie within a few
+    nats per row of the others (about 2 in the tests' shortest chains).
+    """
+    per_chain = mean_log_lik.double().reshape(n_chains, -1)
+    finite = torch.isfinite(per_chain)
+    medians = torch.where(finite, per_chain, torch.full_like(per_chain, -torch.inf)).median(dim=1).values
+    best = per_chain[int(torch.argmax(medians))]
+    best = best[torch.isfinite(best)]
+    if not best.numel():
+        return torch.ones(n_chains, dtype=torch.bool)
+    centre = best.median()
+    spread = (best - centre).abs().median()
+    floor = centre - max(min_gap, n_mads * float(spread))
+    return (~finite | (per_chain < floor)).any(dim=1).cpu()
 
 
 def _warn_no_sample():

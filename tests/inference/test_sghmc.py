@@ -323,3 +323,50 @@ def test_the_default_budget_and_schedule():
     assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 10, False, 500)
     assert small.burn_in_steps == 600
     assert method.auto_batch_size() == 256
+
+
+# ------------------------------------------------------------ diverged chains
+def test_diverged_chains_flags_non_finite_and_far_below_samples():
+    rng = np.random.RandomState(0)
+    healthy = -1.0 + 0.05 * rng.randn(3, 10)  # three chains of ten samples, mean log-likelihood per row
+    assert not sghmc_module.diverged_chains(torch.tensor(healthy.ravel()), 3).any()
+    runaway = healthy.copy()
+    runaway[1, 7] = -1e6  # one sample of chain 1 ran off (outputs of order 1e4)
+    np.testing.assert_array_equal(sghmc_module.diverged_chains(torch.tensor(runaway.ravel()), 3), [False, True, False])
+    broken = healthy.copy()
+    broken[2, 0] = np.nan
+    np.testing.assert_array_equal(sghmc_module.diverged_chains(torch.tensor(broken.ravel()), 3), [False, False, True])
+    # a chain 3 nats per row below the best (still in its burn-in, or a mode of its own) is kept
+    shifted = healthy.copy()
+    shifted[0] -= 3.0
+    assert not sghmc_module.diverged_chains(torch.tensor(shifted.ravel()), 3).any()
+
+
+def test_a_diverged_chain_is_dropped_with_a_warning(monkeypatch):
+    from sklearn.exceptions import ConvergenceWarning
+
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(80, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.randn(80)
+    method = SGHMCMethod(n_chains=3, burn_in=20, thinning=2, n_kept_samples=5)
+    reference = BayesianMLPRegressor((16,), inference=method, noise="homoscedastic", random_state=0).fit(X, y)
+    assert reference.inference_diagnostics_["n_diverged_chains"] == 0
+    # the detection says chain 1 diverged: the fit keeps chains 0 and 2 and says so
+    monkeypatch.setattr(sghmc_module, "diverged_chains", lambda mean_log_lik, n_chains: torch.tensor([False, True, False]))
+    with pytest.warns(ConvergenceWarning, match="1 of 3 chains diverged"):
+        model = BayesianMLPRegressor((16,), inference=method, noise="homoscedastic", random_state=0).fit(X, y)
+    network = model.module_["network"]
+    assert network.n_members == 10 and network.n_chains == 2
+    assert model.inference_diagnostics_["n_diverged_chains"] == 1
+    # the kept members are chains 0 and 2 of the same run, in order
+    kept = [t.detach() for t in network.member_parameters()[0]]
+    full = [t.detach() for t in reference.module_["network"].member_parameters()[0]]
+    index = torch.tensor([*range(0, 5), *range(10, 15)])
+    for a, b in zip(kept, full):
+        np.testing.assert_array_equal(a.numpy(), b[index].numpy())
+    assert np.all(np.isfinite(model.predict(X)))
+    # every chain diverged: all are kept, and the warning says the posterior is not trustworthy
+    monkeypatch.setattr(sghmc_module, "diverged_chains", lambda mean_log_lik, n_chains: torch.ones(n_chains, dtype=torch.bool))
+    with pytest.warns(ConvergenceWarning, match="not trustworthy"):
+        model = BayesianMLPRegressor((16,), inference=method, noise="homoscedastic", random_state=0).fit(X, y)
+    assert model.module_["network"].n_members == 15 and model.inference_diagnostics_["n_diverged_chains"] == 3
