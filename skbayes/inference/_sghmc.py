@@ -238,8 +238,8 @@ class SGHMC(StackedMLPMethod):
     chains have not mixed (raise ``burn_in``/``thinning``, or the step
     size). ``neg_log_prior`` is the summed sum(w^2) / (2 prior_scale^2) of
     the kept samples. A chain that kept a diverged sample (a training
-    log-likelihood not finite, or far below the best chain's: see
-    :func:`diverged_chains`) is dropped with a ``ConvergenceWarning`` naming
+    log-likelihood per row not finite, or at least 10 nats below the best
+    chain's median: ``skbayes.inference._sghmc.diverged_chains``) is dropped with a ``ConvergenceWarning`` naming
     the fix, and counted in ``"n_diverged_chains"``; when every chain
     diverged, all are kept and the warning says the posterior is not
     trustworthy.
