@@ -6,7 +6,9 @@ the fit against data with gross outliers (where the Gaussian likelihood
 inflates its noise) and data with known Student-t noise.
 """
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,14 +19,9 @@ from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from skbayes import SparseGPRegressor
 from skbayes.inference import SparseVariational
 
-
-def _sine(n, seed, outliers=0.0):
-    rng = np.random.RandomState(seed)
-    X = rng.uniform(-3, 3, size=(n, 1))
-    y = np.sin(2 * X[:, 0]) + 0.1 * rng.randn(n)
-    gross = rng.rand(n) < outliers
-    y[gross] += rng.choice([-1.0, 1.0], gross.sum()) * rng.uniform(3.0, 8.0, gross.sum())
-    return X, y
+# the data of examples/benchmarks/robust_gp.py: a sine with a fraction of gross outliers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "benchmarks"))
+from robust_gp import sine as _sine  # noqa: E402
 
 
 def _fit(X, y, noise, **kwargs):
