@@ -62,7 +62,6 @@ command line, go as JSON to ``--output`` (default
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -81,7 +80,7 @@ from skbayes.metrics import expected_calibration_error
 
 # The "environment" entry of the JSON is the benchmarks' (examples/benchmarks/_common.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
-from _common import end_environment, environment  # noqa: E402
+from _common import end_environment, environment, save_json  # noqa: E402
 
 IN_CLASSES = (0, 1, 2, 3, 4)
 N_BINS = 15
@@ -226,9 +225,7 @@ def main(argv=None):
         "results": results,
         "environment": end_environment(env),
     }
-    path = Path(args.output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = save_json(args.output, out)
     print(f"\nSaved {path}")
     return 0
 

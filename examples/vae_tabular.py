@@ -70,7 +70,6 @@ date and the command line, go as JSON to ``--output`` (default
 """
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -90,7 +89,7 @@ from skbayes import VAE
 
 # The "environment" entry of the JSON is the benchmarks' (examples/benchmarks/_common.py).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
-from _common import end_environment, environment  # noqa: E402
+from _common import end_environment, environment, save_json  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -283,9 +282,7 @@ def main(argv=None):
         "results": [{"n_components": k, "model": name, **r} for k, name, r in rows],
         "environment": env,
     }
-    path = Path(args.output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = save_json(args.output, out)
     print(f"\nload average at end {fmt_load(env['loadavg_end'])}; saved {path}")
     return 0
 

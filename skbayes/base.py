@@ -222,9 +222,9 @@ class TorchEstimatorMixin:
         model's own and run before the validation score, the stopping rule
         and the user's ``callbacks``.
         """
-        batch_size = min(settings.get("batch_size", self._batch_size(n_samples)), n_samples)
+        batch_size = min(settings.pop("batch_size", self._batch_size(n_samples)), n_samples)
         loop = {
-            "batch_size": self._batch_size(n_samples),
+            "batch_size": batch_size,
             **self._loop_settings(steps_per_epoch=-(-n_samples // batch_size)),
             "generator": self._generator(shuffle_seed),
             "device": self.device_,
@@ -233,7 +233,6 @@ class TorchEstimatorMixin:
             "module": getattr(self, "module_", None),
             **settings,
         }
-        loop["batch_size"] = min(loop["batch_size"], n_samples)
         if loop["max_iter"] == "auto":  # an epoch and step budget (estimators whose max_iter takes "auto")
             loop["max_iter"], max_steps = self._auto_budget()
             loop.setdefault("max_steps", max_steps)

@@ -165,6 +165,17 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+def save_json(path, report):
+    """Write ``report`` as indented JSON (values json cannot hold as their ``str``) to ``path``, folders created.
+
+    Written with :func:`write_atomic`; returns the path as a ``Path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(report, indent=2, default=str) + "\n")
+    return path
+
+
 def standardised_split(bunch, split):
     """Fixed UCI split ``split`` of ``bunch`` with X standardised by the training rows' mean and std.
 

@@ -66,7 +66,6 @@ load average, the date and the command line, go as JSON to ``--output``
 """
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -90,7 +89,7 @@ from skbayes.metrics import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import end_environment, environment  # noqa: E402
+from _common import end_environment, environment, save_json  # noqa: E402
 
 COVERAGE = 0.95
 # The inference methods of the grid, by the label the tables show.
@@ -248,9 +247,7 @@ def main(argv=None):
         "selected": selected,
         "environment": end_environment(env),
     }
-    path = Path(args.output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = save_json(args.output, out)
     print(f"\nSaved {path}")
     return 0
 

@@ -162,10 +162,11 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
                 *(repr(getattr(self, name)) for name in self._warm_start_params))
 
     def _initialise(self, X, y):
-        """Device, dtype, targets, the module and the optimiser.
+        """Device, dtype, targets, the module and the optimiser (a sampled fit's diagnostics dropped).
 
         Returns the targets as the model sees them (``_prepare_targets``).
         """
+        self.__dict__.pop("inference_diagnostics_", None)
         init_seed, self._shuffle_seed = self._seeds(check_random_state(self.random_state), 2)
         self.device_ = self._resolve_device()
         # GP linear algebra: float64 on the CPU even for float32 X, unless dtype says otherwise.

@@ -524,7 +524,6 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             change).
         """
         X, y = self._validate_training_data(X, y, reset=True)
-        self.__dict__.pop("inference_diagnostics_", None)  # a sampled fit's, if any
         if _bsgp.is_sampling(self._resolve_inference()):
             method = _bsgp.check_sampling_method(self)
             y = self._initialise(X, y)  # device, dtype, y scaling, n_inducing_, the initial model
@@ -586,8 +585,6 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
         X, y = self._validate_training_data(X, y, reset=first)
         if first:  # later calls continue with the first call's inference object and optimiser
             self._resolve_inference()
-            self.__dict__.pop("inference_diagnostics_", None)
-            self.noise_df_ = None
             y = self._initialise(X, y)
         else:
             y = self._prepare_targets(y, reset=False)

@@ -419,7 +419,6 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         check_classification_targets(y)
         classes, encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
-        self.__dict__.pop("inference_diagnostics_", None)
         method = _bsgp.check_sampling_method(self) if _bsgp.is_sampling(self._resolve_inference()) else None
         likelihood = self._resolve_likelihood(len(classes))
         self.classes_ = classes
@@ -487,12 +486,11 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         if first:  # later calls continue with the first call's inference object and optimiser
             self._resolve_inference()
             if classes is not None:  # refused before any fitted state is set
-                n_classes = len(np.unique(column_or_1d(classes)))
-                self._check_classes(np.unique(column_or_1d(classes)))
-                likelihood = self._resolve_likelihood(n_classes)
+                classes = np.unique(column_or_1d(classes))
+                self._check_classes(classes)
+                likelihood = self._resolve_likelihood(len(classes))
         encoded = streamed_labels(self, y, classes, first).astype(np.float64)
         if first:
-            self.__dict__.pop("inference_diagnostics_", None)
             self.likelihood_ = likelihood
             self._fitted_classes = self.classes_
             encoded = self._initialise(X, encoded)
