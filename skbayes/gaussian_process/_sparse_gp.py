@@ -806,6 +806,19 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             return quantiles * self._y_scale + self._y_mean
         return super()._predictive_quantiles(X, levels)
 
+    def _predictive_cdf(self, X, y):
+        """The CDF of :meth:`predict_cdf`: of the distribution whose quantiles :meth:`_predictive_quantiles` gives."""
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
+        y = np.asarray(y, dtype=np.float64)
+        if _bsgp.is_sampled(self):
+            return _bsgp.predictive_cdf(self, X, y)
+        if self._student_t:
+            y_model = (y - self._y_mean) / self._y_scale
+            return self._student_t_predictive(X, lambda mixture, rows: mixture.cdf(y_model[rows]))
+        result = self._uncertainty(X)
+        return norm.cdf(y, result.mean, result.std)
+
     def log_predictive_density(self, X, y):
         """Log predictive density of each observation, in nats.
 

@@ -521,6 +521,18 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         bounds = self._over_draws(X, quantiles, self._n_mc_predict(), self._predict_seed)  # (n, k, n_levels)
         return self._output(bounds * np.asarray(self._y_scale)[:, None] + np.asarray(self._y_mean)[:, None])
 
+    def _predictive_cdf(self, X, y):
+        """The CDF of :meth:`predict_cdf`: (1/T) sum_t F(y | f_t(x)), the mixture of :meth:`_predictive_quantiles`."""
+        check_is_fitted(self)
+        X, y, Y = self._validate_training_data(X, y, reset=False)
+        Y = (Y - self._y_mean) / self._y_scale
+        likelihood = self.module_["likelihood"]
+
+        def cdf(f, rows):
+            return torch.as_tensor(MixturePredictive(*_component_moments(likelihood.distribution(f))).cdf(Y[rows]))
+
+        return self._output(self._over_draws(X, cdf, self._n_mc_predict(), self._predict_seed))
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
