@@ -7,11 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_regression
+from sklearn.datasets import make_classification, make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
-from skbayes import BayesianMLPRegressor, SparseGPRegressor
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
 from skbayes.inference import SGHMC, MeanFieldVI, SampledSparseGP, SparseVariational
 from skbayes.inference._guards import RHAT_THRESHOLD, collapse_scores, warn_if_chains_not_mixed, warn_if_collapsed
 
@@ -114,6 +114,19 @@ def test_no_collapse_warning_when_the_fit_explains_the_signal():
         model.fit(X, y)
     assert not [w for w in caught if "collapsed" in str(w.message)]
     assert model.score(X, y) > 0.8
+
+
+def test_classifiers_at_their_defaults_warn_when_collapsed_and_not_when_they_fit():
+    # one informative feature: Vadam at its defaults stays near the majority rate (a share of the possible gain of
+    # 0.16 where LogisticRegression reaches 0.61 held out); mean-field VI fits it (0.67)
+    X, y = make_classification(200, 10, n_informative=1, n_redundant=0, n_clusters_per_class=1, class_sep=0.7,
+                               random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"inference=Vadam.*collapsed onto.*majority rate"):
+        BayesianMLPClassifier(inference="vadam", random_state=0).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BayesianMLPClassifier(inference="mfvi", random_state=0).fit(X, y)
+    assert not [w for w in caught if "collapsed" in str(w.message)]
 
 
 class _Constant:
