@@ -522,6 +522,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             On NaN/inf or wrongly shaped input, y with several columns, a
             diverging loss or a failed Cholesky (the message says what to
             change).
+
+        Warns
+        -----
+        ConvergenceWarning
+            If the stopping rule is not met in ``max_iter`` epochs; with a
+            ``SampledSparseGP(SGHMC(...))``, if the chains have not mixed
+            (``inference_diagnostics_["rhat"]`` above 1.1; the message names
+            the fix).
         """
         X, y = self._validate_training_data(X, y, reset=True)
         if _bsgp.is_sampling(self._resolve_inference()):
