@@ -126,29 +126,36 @@ def _mean_std(member, X):
     return column_or_1d(mean).astype(np.float64), column_or_1d(std).astype(np.float64)
 
 
+def _member_predictive(member, X, method, *args, gaussian):
+    """``method`` of the member's predictive at the rows X (its own where it has it, else ``gaussian(mean, std)``).
+
+    The member's own ``method`` is looked up on it and, for a Pipeline, on
+    its last step (X transformed by the steps before); the result is
+    float64, of shape (n,) or (n, n_levels).
+    """
+    step, Xt = _step_with(member, X, method)
+    if step is not None:
+        values = getattr(step, method)(Xt, *args)
+    else:
+        values = gaussian(*_mean_std(member, X))
+    values = np.asarray(values, dtype=np.float64)
+    return values if values.ndim == 1 else values.reshape(X.shape[0], -1)
+
+
 def _member_log_density(member, X, y):
     """log p(y_i | x_i) of the member: its ``log_predictive_density``, else of N(mean, std^2)."""
-    step, Xt = _step_with(member, X, "log_predictive_density")
-    if step is not None:
-        return column_or_1d(step.log_predictive_density(Xt, y)).astype(np.float64)
-    mean, std = _mean_std(member, X)
-    return norm.logpdf(y, mean, std)
+    return _member_predictive(member, X, "log_predictive_density", y, gaussian=lambda m, s: norm.logpdf(y, m, s))
 
 
 def _member_cdf(member, X, y):
-    step, Xt = _step_with(member, X, "predict_cdf")
-    if step is not None:
-        return column_or_1d(step.predict_cdf(Xt, y)).astype(np.float64)
-    mean, std = _mean_std(member, X)
-    return norm.cdf(y, mean, std)
+    """F(y_i | x_i) of the member: its ``predict_cdf``, else of N(mean, std^2)."""
+    return _member_predictive(member, X, "predict_cdf", y, gaussian=lambda m, s: norm.cdf(y, m, s))
 
 
 def _member_quantiles(member, X, levels):
-    step, Xt = _step_with(member, X, "predict_quantiles")
-    if step is not None:
-        return np.asarray(step.predict_quantiles(Xt, levels), dtype=np.float64).reshape(X.shape[0], levels.size)
-    mean, std = _mean_std(member, X)
-    return mean[:, None] + std[:, None] * norm.ppf(levels)
+    """The member's quantiles at ``levels``, shape (n, n_levels): its ``predict_quantiles``, else N(mean, std^2)'s."""
+    return _member_predictive(member, X, "predict_quantiles", levels,
+                              gaussian=lambda m, s: m[:, None] + s[:, None] * norm.ppf(levels))
 
 
 def _noise_variance(final):

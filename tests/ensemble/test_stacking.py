@@ -16,7 +16,6 @@ from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.linear_model import BayesianRidge, LinearRegression
-from sklearn.model_selection import KFold
 
 from skbayes import BayesianMLPRegressor, PredictiveStackingRegressor
 from skbayes.ensemble import stacking_weights
