@@ -28,7 +28,7 @@ from skbayes.metrics import interval_coverage  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 ROOT = Path(__file__).resolve().parents[1]
-FIT_OPTIONS = ["--target", "y", "--exclude", "id,label", "--max-iter", "30"]
+FIT_OPTIONS = ["--target", "y", "--exclude", "id,label", "-e", "mlp", "--max-iter", "30"]
 
 
 def run_skbayes(*args, cwd):
@@ -172,7 +172,8 @@ def test_classification_round_trip(tables, tmp_path):
 
 
 def test_no_file_runs_on_a_scikit_learn_dataset(tmp_path):
-    result = run_skbayes("--threads", "1", "evaluate", "--max-iter", "20", "--figures", "figures", cwd=tmp_path)
+    # the main job as README gives it: the default model (the stacking of three families) at its defaults
+    result = run_skbayes("--threads", "1", "evaluate", "--figures", "figures", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for name in ("calibration.png", "prediction_intervals.png"):
         assert (tmp_path / "figures" / name).read_bytes().startswith(b"\x89PNG")
@@ -182,8 +183,9 @@ def test_no_file_runs_on_a_scikit_learn_dataset(tmp_path):
     assert 0 <= printed["coverage"] <= 1 and printed["rmse"] > 0
     # beside it, the baselines fitted on the same rows: BayesianRidge's scores as scikit-learn gives them
     compared = comparison_rows(result.stdout)
-    assert list(compared)[:3] == ["BayesianMLPRegressor", "BayesianRidge", "exact GP"]
-    assert compared["BayesianMLPRegressor"]["log_likelihood"] == pytest.approx(printed["log_likelihood"], abs=1e-3)
+    assert list(compared)[:3] == ["PredictiveStackingRegressor", "BayesianRidge", "exact GP"]
+    assert compared["PredictiveStackingRegressor"]["log_likelihood"] == pytest.approx(printed["log_likelihood"],
+                                                                                       abs=1e-3)
     train, test = _cli.load_dataset("diabetes", "train"), _cli.load_dataset("diabetes", "test")
     X_train, X_test = train.drop(columns="target"), test.drop(columns="target")
     ridge = make_pipeline(StandardScaler(), BayesianRidge()).fit(X_train, train["target"])
@@ -263,7 +265,7 @@ def bad_files(tables, tmp_path_factory):
         "train": tables / "train.csv", "test": tables / "test.csv",
         "reg": folder / "reg.joblib", "clf": folder / "clf.joblib",
     }
-    assert invoke("fit", files["train"], *FIT_OPTIONS[:4], "--max-iter", "2", "-o", files["reg"]).exit_code == 0
+    assert invoke("fit", files["train"], *FIT_OPTIONS[:6], "--max-iter", "2", "-o", files["reg"]).exit_code == 0
     clf_options = ["--target", "label", "--exclude", "id,y", "--max-iter", "2", "-o", files["clf"]]
     assert invoke("fit", files["train"], *clf_options).exit_code == 0
     return files
@@ -282,7 +284,9 @@ def bad_files(tables, tmp_path_factory):
     (["fit", "{dirty}", "-t", "y", "--exclude", "id"], "'x1' looks numeric but holds 1 non-numeric value such as 'oops' (row 5)"),
     (["fit", "{train}", "-t", "label", "--exclude", "id", "--task", "regression"], "'label' is not numeric"),
     (["fit", "{train}", "-t", "y", "--exclude", "id", "-p", "nope=1"], "unknown parameter 'nope'"),
-    (["fit", "{train}", "-t", "y", "--exclude", "id", "-p", "prior_scale=-1"], "'prior_scale' parameter"),
+    (["fit", "{train}", "-t", "y", "--exclude", "id", "-e", "mlp", "-p", "prior_scale=-1"], "'prior_scale' parameter"),
+    (["fit", "{train}", "-t", "y", "--exclude", "id,label", "--max-iter", "3"],
+     "--max-iter does not apply to PredictiveStackingRegressor"),
     (["fit", "{train}", "-t", "y", "--exclude", "id", "-e", "nope"], "unknown estimator 'nope'"),
     (["fit", "{train}", "-t", "label", "--exclude", "id", "-e", "deep-gp"], "deep-gp does only regression"),
     (["predict", "{unseen}", "-m", "{reg}"], "'color' has categories not seen in fit: 'purple' (row 2)"),

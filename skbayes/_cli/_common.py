@@ -1,7 +1,10 @@
 """Constants and small helpers of the command's modules."""
 
-# --estimator: short name -> (regressor, classifier) class names in skbayes.
+# --estimator: short name -> (regressor, classifier) class names in skbayes. "auto", the default: the
+# stacking of Bayesian linear regression, a GP and the Bayesian MLP for a regression target, the Bayesian
+# MLP classifier for classes.
 ESTIMATORS = {
+    "auto": ("PredictiveStackingRegressor", "BayesianMLPClassifier"),
     "mlp": ("BayesianMLPRegressor", "BayesianMLPClassifier"),
     "sparse-gp": ("SparseGPRegressor", "SparseGPClassifier"),
     "deep-gp": ("DeepGPRegressor", None),

@@ -118,8 +118,10 @@ def _options(click):
                      help="Refuse a non-numeric column with more distinct values."),
         click.option("--task", type=click.Choice(["auto", "regression", "classification"]), default="auto",
                      show_default=True, help="auto: classes for text, bool, or at most 20 distinct integers."),
-        click.option("--estimator", "-e", default="mlp", show_default=True,
-                     help="mlp, sparse-gp or deep-gp (regressor or classifier by the task), or a class name: "
+        click.option("--estimator", "-e", default="auto", show_default=True,
+                     help="auto (regression: stacking; classes: mlp), stacking (regression: Bayesian linear "
+                          "regression, an exact or sparse GP and the Bayesian MLP weighted by held-out log density), "
+                          "mlp, sparse-gp or deep-gp (regressor or classifier by the task), or a class name: "
                           + ", ".join(_estimator_classes()) + "."),
         click.option("--max-iter", type=click.IntRange(1), default=None,
                      help="Epochs (the estimator's max_iter, or its variational fit's for the GPs; default: its own)."),

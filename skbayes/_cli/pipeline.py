@@ -91,9 +91,12 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
     Parameters
     ----------
     estimator : str
-        A short name of :data:`ESTIMATORS` (``"mlp"``, ``"sparse-gp"``,
-        ``"deep-gp"``), which picks the regressor or the classifier by
-        ``task``, or a class name (``"SparseGPClassifier"``, any case).
+        A short name of :data:`ESTIMATORS` (``"auto"``: the
+        :class:`~skbayes.PredictiveStackingRegressor` of Bayesian linear
+        regression, a GP and the Bayesian MLP for regression, the Bayesian
+        MLP classifier for classes; ``"stacking"``, ``"mlp"``,
+        ``"sparse-gp"``, ``"deep-gp"``), which picks the regressor or the
+        classifier by ``task``, or a class name (``"SparseGPClassifier"``, any case).
     task : {"regression", "classification"}
     max_iter : int, default=None
         The estimator's ``max_iter`` (epochs), or its inference method's
@@ -114,9 +117,10 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
     ------
     ValueError
         If the name is unknown, the estimator does not do ``task`` (a
-        classifier for a regression target, the deep GP for classes), or a
-        parameter is not one of the estimator's. Parameter values are
-        checked by the estimator at fit.
+        classifier for a regression target, the deep GP for classes), a
+        parameter is not one of the estimator's, or ``max_iter`` is given
+        for an estimator that has none (the stacking regressor). Parameter
+        values are checked by the estimator at fit.
     """
     classes = _estimator_classes()
     by_lower = {name.lower(): cls for name, cls in classes.items()}
@@ -148,6 +152,9 @@ def make_estimator(estimator, task, *, max_iter=None, random_state=0, params=())
     model.set_params(**{k: v for k, v in settings.items() if k in valid})
     if max_iter is not None and "max_iter" not in valid and "inference" in valid:
         model.set_params(inference=_with_max_iter(model.inference, max_iter, gp=_takes_sparse_variational(cls)))
+    elif max_iter is not None and "max_iter" not in valid:
+        raise ValueError(f"--max-iter does not apply to {cls.__name__}, whose members keep their defaults; "
+                         "choose another --estimator (mlp, sparse-gp, deep-gp) to set it")
     return model
 
 
@@ -255,7 +262,7 @@ def _make_pipeline(features, categorical, estimator):
     return Pipeline([("preprocess", ColumnTransformer(transformers)), ("estimator", estimator)])
 
 
-def fit_table(frame, target, *, features=None, exclude=(), categorical=(), task="auto", estimator="mlp",
+def fit_table(frame, target, *, features=None, exclude=(), categorical=(), task="auto", estimator="auto",
               max_iter=None, random_state=0, params=(), max_categories=MAX_CATEGORIES, source="TABLE"):
     """Fit a preprocessing + skbayes pipeline on a table.
 
@@ -284,7 +291,7 @@ def fit_table(frame, target, *, features=None, exclude=(), categorical=(), task=
     task : {"auto", "regression", "classification"}, default="auto"
         ``"auto"`` uses :func:`detect_task`, or the task of an estimator
         named by its class.
-    estimator : str, default="mlp"
+    estimator : str, default="auto"
         See :func:`make_estimator`.
     max_iter, random_state, params
         See :func:`make_estimator`.

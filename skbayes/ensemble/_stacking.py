@@ -1,11 +1,13 @@
 r"""PredictiveStackingRegressor: stacking of predictive distributions by held-out log density."""
 
+import warnings
 from numbers import Integral
 
 import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.linear_model import ARDRegression, BayesianRidge
@@ -188,7 +190,10 @@ def _member_uncertainty(member, X):
 
 
 def _fit_and_score(estimator, X, y, train, test):
-    estimator.fit(X[train], y[train])
+    with warnings.catch_warnings():
+        # a fold's convergence notes repeat the refit's, which are shown
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        estimator.fit(X[train], y[train])
     return _member_log_density(estimator, X[test], y[test])
 
 
@@ -205,7 +210,9 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     some rows better, and it is never worse on held-out rows than the best
     single member by more than the noise of the cross-validation. The
     members are then refitted on all the rows; a member whose weight falls
-    below 1e-3 is dropped and the others renormalised.
+    below 1e-3 is dropped and the others renormalised. The members'
+    ``ConvergenceWarning``s are shown for the refits, not for the
+    cross-validation's fits.
 
     Read more in ``doc/stacking.md``.
 
