@@ -17,6 +17,10 @@ Two of them also give the moments of their recalibration (see
   (``sample_y``), its CDF the linear interpolation of the sorted draws
   y_(1) <= ... <= y_(S) at the levels (j - 1/2) / S, constant beyond the
   extreme draws; a consistent estimate of F_i as S grows.
+- :class:`ModelPredictive`: the regressor's own predictive, through its
+  ``predict_cdf``, ``predict_quantiles`` and ``log_predictive_density`` (a
+  Student-t mixture, a heteroscedastic mixture, a Gaussian: whatever the
+  regressor's intervals and test log-likelihood use).
 
 A recalibration map R: [0, 1] -> [0, 1] is given by its knots
 0 = p_0 < p_1 < ... < p_J = 1 and non-decreasing values 0 = r_0 <= ... <=
@@ -51,6 +55,7 @@ __all__ = [
     "DrawsPredictive",
     "GaussianPredictive",
     "MixturePredictive",
+    "ModelPredictive",
     "bisect_quantile",
     "map_inverse",
     "map_slope",
@@ -398,6 +403,102 @@ class DrawsPredictive:
         levels = map_inverse((np.arange(n_draws) + 0.5) / n_draws, knots, values)
         quantiles = self.ppf(np.broadcast_to(levels, (n, n_draws)))
         return quantiles.mean(axis=1), quantiles.var(axis=1)
+
+
+# Gauss-Hermite nodes and weights for the moments of ModelPredictive (probabilists' weight exp(-z^2 / 2)).
+_N_MOMENT_NODES = 32
+
+
+class ModelPredictive:
+    r"""A fitted regressor's own predictive distribution of y, for each row of X.
+
+    Its CDF, quantiles and log density are the regressor's ``predict_cdf``,
+    ``predict_quantiles`` and ``log_predictive_density`` (those of the
+    final step of a :class:`~sklearn.pipeline.Pipeline`, after its
+    transformers): for the skbayes regressors one distribution (the
+    Gaussian, or the mixture over weight draws, kept samples or members)
+    whose three functions agree.
+
+    Parameters
+    ----------
+    regressor : fitted regressor
+        With ``predict_cdf(X, y)`` and ``predict_quantiles(X, quantiles)``
+        (and ``log_predictive_density(X, y)`` for :meth:`logpdf`), each
+        giving one output.
+    X : array-like of shape (n, n_features)
+        The rows, as ``regressor`` takes them (already transformed).
+    """
+
+    def __init__(self, regressor, X):
+        self.regressor, self.X = regressor, X
+
+    def _rows(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim == 2 and values.shape[1] == 1:
+            values = values[:, 0]
+        return values
+
+    def cdf(self, y):
+        """F_i(y) by ``predict_cdf``, for y of shape (n,) or (n, m) (one call per column)."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim == 1:
+            return self._rows(self.regressor.predict_cdf(self.X, y))
+        return np.stack([self._rows(self.regressor.predict_cdf(self.X, column)) for column in y.T], axis=1)
+
+    def ppf(self, level):
+        """F_i^{-1}(level) by ``predict_quantiles``, for levels of shape (n,) or (n, m).
+
+        Levels shared by all rows (the recalibrated levels R^{-1}(q) are) take
+        one call; others one call per row. Levels are kept in [1e-300, 1 - 1e-16].
+        """
+        level = np.clip(np.asarray(level, dtype=np.float64), 1e-300, 1.0 - 1e-16)
+        flat = level.reshape(len(level), -1)
+        if np.all(flat == flat[:1]):
+            quantiles = np.asarray(self.regressor.predict_quantiles(self.X, flat[0]), dtype=np.float64)
+        else:
+            quantiles = np.concatenate([
+                np.asarray(self.regressor.predict_quantiles(self.X[i:i + 1], row), dtype=np.float64)
+                for i, row in enumerate(flat)
+            ])
+        return quantiles.reshape(level.shape)
+
+    def logpdf(self, y):
+        """log f_i(y_i) by ``log_predictive_density``, y of shape (n,), in nats."""
+        return np.asarray(self.regressor.log_predictive_density(self.X, y), dtype=np.float64)
+
+    def recalibrated_moments(self, knots, values):
+        r"""Mean and variance of the distribution with CDF R(F_i(y)), by Gauss-Hermite quadrature.
+
+        The recalibrated quantile function is Q(u) = F_i^{-1}(R^{-1}(u))
+        ([Kuleshov2018]_, section 3.2), so with u = Phi(z)
+
+        .. math::
+
+            \mathbb{E}[Y] = \int_0^1 Q(u) \, du = \int Q(\Phi(z)) \varphi(z) \, dz
+            \approx \sum_k w_k Q(\Phi(z_k)),
+
+        and likewise the variance, with the 32 Gauss-Hermite nodes z_k and
+        weights w_k of the weight phi ([Abramowitz1964]_, eq. 25.4.46),
+        exact for a Gaussian base that R leaves unchanged. (The midpoint
+        rule of :class:`DrawsPredictive` would need hundreds of levels, each
+        a root search of the base's mixture CDF.) Heavy tails (Student-t
+        components with few degrees of freedom) make the variance, a far-tail
+        integral, approximate.
+
+        Parameters
+        ----------
+        knots, values : ndarray of shape (n_knots,)
+
+        Returns
+        -------
+        mean, var : ndarray of shape (n,)
+        """
+        z, w = np.polynomial.hermite_e.hermegauss(_N_MOMENT_NODES)
+        w = w / w.sum()
+        levels = map_inverse(ndtr(z), knots, values)
+        quantiles = self.ppf(np.broadcast_to(levels, (self.X.shape[0], levels.size)))
+        mean = quantiles @ w
+        return mean, ((quantiles - mean[:, None]) ** 2) @ w
 
 
 class MixturePredictive:

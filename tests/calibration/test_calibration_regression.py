@@ -382,3 +382,105 @@ def test_mixture_quantile_solves_the_mixture_cdf_found_by_brentq(student_t):
                 density = ((t.pdf(z, df[:, j]) if student_t else norm.pdf(z)) / scale[:, j]).mean()
                 if density > 1e-6 / scale[:, j].max():  # ... the root, where the CDF is not flat
                     assert got[j] == pytest.approx(expected, rel=1e-9, abs=1e-7 * scale[:, j].mean())
+
+
+# ------------------------------------------------------------ predictive="model" (issue 28)
+T_DF = 3.0
+
+
+def make_t_data(n, seed):
+    """y = 2 x_0 + sigma(x) t_3: heavy-tailed noise."""
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    return X, 2 * X[:, 0] + noise_std(X) * rng.standard_t(T_DF, n)
+
+
+class StudentTDouble(RegressorMixin, BaseEstimator):
+    """Predictive Student-t(3) with location 2 x_0 and scale scale_factor * sigma(x), whatever it is fitted on.
+
+    Its own predict_cdf / predict_quantiles / log_predictive_density are scipy's;
+    predict(return_std=True) gives the t's standard deviation, sqrt(3) times its scale.
+    """
+
+    def __init__(self, scale_factor=1.0):
+        self.scale_factor = scale_factor
+
+    def fit(self, X, y):
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _dist(self, X):
+        from scipy.stats import t
+        return t(T_DF, loc=2 * X[:, 0], scale=self.scale_factor * noise_std(X))
+
+    def predict(self, X, return_std=False):
+        dist = self._dist(X)
+        return (dist.mean(), dist.std()) if return_std else dist.mean()
+
+    def predict_cdf(self, X, y):
+        return self._dist(X).cdf(y)
+
+    def predict_quantiles(self, X, quantiles):
+        from scipy.stats import t
+        X = np.asarray(X)
+        scale = (self.scale_factor * noise_std(X))[:, None]
+        return 2 * X[:, :1] + scale * t.ppf(np.asarray(quantiles)[None, :], T_DF)
+
+    def log_predictive_density(self, X, y):
+        return self._dist(X).logpdf(y)
+
+
+def test_auto_uses_the_models_own_predictive():
+    X, y = make_t_data(200, 7)
+    assert CalibratedRegressorCV(StudentTDouble(), cv=2).fit(X, y).predictive_ == "model"
+    assert CalibratedRegressorCV(make_pipeline(StandardScaler(), StudentTDouble()), cv=2).fit(X, y).predictive_ == "model"
+    assert CalibratedRegressorCV(FrozenEstimator(StudentTDouble().fit(X, y))).fit(X, y).predictive_ == "model"
+    assert CalibratedRegressorCV(GaussianDouble(), cv=2).fit(X, y).predictive_ == "gaussian"
+    assert CalibratedRegressorCV(cv=2).fit(X, y).predictive_ == "gaussian"  # BayesianRidge: no predict_cdf
+    with pytest.raises(ValueError, match="predictive='model' needs predict_cdf"):
+        CalibratedRegressorCV(GaussianDouble(), predictive="model", cv=2).fit(X, y)
+
+
+def test_model_predictive_matches_scipy_student_t_by_hand():
+    from scipy.stats import t
+    base = StudentTDouble(0.5).fit(X_TRAIN, Y_TRAIN)
+    X_cal, y_cal = make_t_data(300, 8)
+    model = CalibratedRegressorCV(base, cv="prefit", n_knots=None).fit(X_cal, y_cal)
+    # R interpolates (0, 0), (p_(i), i / (n + 1)), (1, 1) for the t's PIT values p_i = T((y_i - m_i) / s_i)
+    pit = t.cdf((y_cal - 2 * X_cal[:, 0]) / (0.5 * noise_std(X_cal)), T_DF)
+    knots = np.concatenate(([0.0], np.sort(pit), [1.0]))
+    values = np.concatenate(([0.0], np.arange(1, 301) / 301, [1.0]))
+    X, y = X_TEST[:20], Y_TEST[:20]
+    loc, scale = 2 * X[:, 0], 0.5 * noise_std(X)
+    levels = np.array([0.025, 0.3, 0.5, 0.9, 0.975])
+    expected = loc[:, None] + scale[:, None] * t.ppf(np.interp(levels, values, knots), T_DF)
+    np.testing.assert_allclose(model.predict_quantiles(X, levels), expected, rtol=1e-9)
+    p = t.cdf((y - loc) / scale, T_DF)
+    np.testing.assert_allclose(model.predict_cdf(X, y), np.interp(p, knots, values), rtol=1e-9)
+    j = np.searchsorted(knots, p, side="right") - 1
+    slope = (values[j + 1] - values[j]) / (knots[j + 1] - knots[j])
+    np.testing.assert_allclose(model.log_predictive_density(X, y), t.logpdf(y, T_DF, loc, scale) + np.log(slope),
+                               rtol=1e-9)
+    # mean and std: the midpoint rule over 200,000 levels of the recalibrated quantile function
+    u = (np.arange(200_000) + 0.5) / 200_000
+    q = loc[:5, None] + scale[:5, None] * t.ppf(np.interp(u, values, knots), T_DF)
+    mean, std = model.predict(X[:5], return_std=True)
+    np.testing.assert_allclose(mean, q.mean(axis=1), atol=0.01 * scale[:5].min())
+    np.testing.assert_allclose(std, q.std(axis=1), rtol=0.05)
+
+
+@pytest.mark.parametrize("ensemble", [True, False])
+def test_heavy_tailed_noise_recalibrated_coverage(ensemble):
+    # A t(3) base twice too narrow, recalibrated on 1,000 rows (2 folds of 500); 4,000 test rows.
+    # Coverage standard errors: sqrt(0.09 / 500) = 0.013 from a map, 0.005 from the test rows.
+    X, y = make_t_data(1000, 9)
+    X_test, y_test = make_t_data(4000, 10)
+    model = CalibratedRegressorCV(StudentTDouble(0.5), cv=2, ensemble=ensemble).fit(X, y)
+    assert model.predictive_ == "model"
+    for level in (0.5, 0.9):
+        assert coverage(*model.predict_interval(X_test, coverage=level), y_test) == pytest.approx(level, abs=0.035)
+    base = StudentTDouble(0.5)
+    assert coverage(*base.predict_quantiles(X_test, [0.05, 0.95]).T, y_test) < 0.8  # the base misses
+    # the model's own density beats the Gaussian of its mean and std, recalibrated alike
+    gaussian = CalibratedRegressorCV(StudentTDouble(0.5), cv=2, ensemble=ensemble, predictive="gaussian").fit(X, y)
+    assert np.mean(model.log_predictive_density(X_test, y_test)) > np.mean(gaussian.log_predictive_density(X_test, y_test)) + 0.02
