@@ -117,7 +117,8 @@ CONFIGS_2 = {
                                                             "covariance_type": "diag"}),
     "gmm_online": ("gmm", None, {}, {"learning_method": "online", "batch_size": 16, "max_iter": 10}),
     "gmm_partial_fit": ("gmm", None, {}, {"learning_method": "online", "batch_size": 16, "partial_fit": True}),
-    "cal_gaussian": ("cal", None, {}, {}),
+    # the default when the reference was written (predictive="auto" recalibrates the model's own CDF since)
+    "cal_gaussian": ("cal", None, {}, {"predictive": "gaussian"}),
     "cal_sample_y_prefit": ("cal", None, {}, {"predictive": "draws", "cv": "prefit"}),
     "vae_beta_iwae": ("vae", None, {}, {"beta": 0.5}),
     "vae_conditional": ("vae", None, {}, {"conditional": True}),
