@@ -65,9 +65,23 @@ class SparseVariational(_GPInference):
         FITC log marginal likelihood [Snelson2006]_. The classifier and the
         deep GP have the bound only: ``"fitc"`` makes their ``fit`` raise a
         ValueError.
-    optimizer : {"adam", "ngd"}, default="adam"
+    optimizer : {"adam", "ngd", "collapsed"}, default="adam"
         How q(u) is updated. ``"adam"``: Adam on (m, L) with the other
-        parameters. ``"ngd"``: natural-gradient steps of size
+        parameters. ``"collapsed"``: for :class:`~skbayes.SparseGPRegressor`
+        with Gaussian noise and every row in one batch (up to 1024 rows with
+        ``batch_size="auto"``), q(u) is kept at its closed-form optimum for
+        the current inducing inputs and hyperparameters, and Adam maximises
+        the objective at it: the collapsed bound of [Titsias2009]_ (eq. 9),
+        or the FITC evidence for ``"fitc"``
+        (:func:`skbayes.nn.gp.svgp.collapsed_bound`), whose gradient is the
+        bound's after a natural-gradient step of size one on q(u)
+        ([Salimbeni2018]_); elsewhere (minibatches, Student-t noise,
+        ``partial_fit``, the classifier, the deep GP) it is ``"adam"``. It
+        removes the lag of q(u) that keeps the noise too large on nearly
+        noise-free sets, but Adam then reaches a worse region of the
+        hyperparameters within the epoch budget on some small noisy sets
+        (``examples/benchmarks/sparse_gp_vs_exact.py``), hence not the
+        default. ``"ngd"``: natural-gradient steps of size
         ``ngd_step_size`` in the natural parameters of q(u)
         ([Salimbeni2018]_; :class:`skbayes.nn.NaturalGradient`), with Adam for
         the inducing inputs, the hyperparameters and the noise. The deep GP
@@ -106,6 +120,8 @@ class SparseVariational(_GPInference):
        in Gaussian process models", AISTATS 2018.
     .. [Snelson2006] E. Snelson and Z. Ghahramani, "Sparse Gaussian
        processes using pseudo-inputs", NeurIPS 2006.
+    .. [Titsias2009] M. Titsias, "Variational learning of inducing variables
+       in sparse Gaussian processes", AISTATS 2009.
     .. [Rossi2022] S. Rossi, "Improving scalability and inference in
        probabilistic deep models", PhD thesis, 2022, chapter 6.
 
@@ -118,7 +134,7 @@ class SparseVariational(_GPInference):
 
     _parameter_constraints = {
         "objective": [StrOptions(set(OBJECTIVES))],
-        "optimizer": [StrOptions({"adam", "ngd"})],
+        "optimizer": [StrOptions({"adam", "ngd", "collapsed"})],
         "ngd_step_size": [Interval(Real, 0, 1, closed="right")],
         "learn_inducing": ["boolean"],
         "n_mc_train": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
@@ -156,7 +172,8 @@ class SparseVariational(_GPInference):
         ----------
         estimator_name : str
         objectives, optimizers : tuple of str
-            The values of ``objective`` and ``optimizer`` the estimator has a form for.
+            The values of ``objective`` and ``optimizer`` the estimator has a form for
+        (``"collapsed"``, Adam where no closed form applies, is always accepted).
         monte_carlo : bool
             Whether the estimator's bound has a Monte-Carlo term (else
             ``n_mc_train`` must be ``"auto"``).
@@ -165,6 +182,7 @@ class SparseVariational(_GPInference):
         ------
         ValueError
         """
+        optimizers = ("collapsed", *optimizers)  # "collapsed" is Adam where no closed form applies
         for name, allowed in (("objective", objectives), ("optimizer", optimizers)):
             if getattr(self, name) not in allowed:
                 raise ValueError(
@@ -209,7 +227,7 @@ class SparseVariational(_GPInference):
         optimizer : torch.optim.Optimizer or skbayes.nn.OptimizerChain
         """
         trainable = [p for p in parameters if p.requires_grad]
-        if self.optimizer == "adam":
+        if self.optimizer in ("adam", "collapsed"):  # "collapsed": Adam, q(u) out of the loss where it is at its optimum
             return torch.optim.Adam(trainable, lr=self.learning_rate_init)
         variational = {id(p) for p in q}
         others = [p for p in trainable if id(p) not in variational]
