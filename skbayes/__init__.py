@@ -3,6 +3,7 @@
 from .base import DeviceWarning
 from .calibration import CalibratedRegressorCV
 from .decomposition import VAE
+from .ensemble import PredictiveStackingRegressor
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .mixture import BayesianGaussianMixture
 from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
@@ -16,6 +17,7 @@ __all__ = [
     "CalibratedRegressorCV",
     "DeepGPRegressor",
     "DeviceWarning",
+    "PredictiveStackingRegressor",
     "SparseGPClassifier",
     "SparseGPRegressor",
     "VAE",

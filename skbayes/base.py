@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy.stats import norm
 from sklearn.model_selection import train_test_split
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 from torch import nn
 
 from ._docstrings import fill_doc
@@ -437,6 +437,24 @@ def _on_cpu(value):
     return value
 
 
+def check_target_values(y, shape):
+    """y as a finite float64 array of ``shape`` (the predictions'), for :meth:`PredictiveRegressorMixin.predict_cdf`.
+
+    A column vector is accepted for one output (shape (n,)).
+
+    Raises
+    ------
+    ValueError
+        If y has NaN/inf or another shape.
+    """
+    y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+    if y.ndim == 2 and y.shape[1] == 1 and len(shape) == 1:
+        y = y[:, 0]
+    if y.shape != tuple(shape):
+        raise ValueError(f"y has shape {y.shape}; the predictions have shape {tuple(shape)}.")
+    return y
+
+
 @fill_doc
 class PredictiveRegressorMixin:
     """Standard deviations and intervals for regressors with ``predict_uncertainty``.
@@ -493,6 +511,42 @@ class PredictiveRegressorMixin:
         """:meth:`predict_quantiles` for checked ``levels``: here the Gaussian's, mean + Phi^{-1}(q) std."""
         mean, std = self.predict(X, return_std=True)
         return mean[..., None] + std[..., None] * norm.ppf(levels)
+
+    def predict_cdf(self, X, y):
+        """Predictive CDF at y: F_x(y) = P(Y <= y | x), for each row.
+
+        The CDF of the same predictive distribution whose quantiles
+        :meth:`predict_quantiles` gives and whose density
+        ``log_predictive_density`` scores: the Gaussian with the predictive
+        mean and standard deviation, or the mixture over weight draws,
+        kept samples or members where the regressor's predictive is one. At
+        held-out targets these are the probability integral transform (PIT)
+        values, uniform on (0, 1) for a calibrated regressor (Gneiting,
+        Balabdaoui and Raftery 2007, section 3.1).
+
+        %(parameters_X)s
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            The values at which to evaluate each row's CDF, in the units of
+            y, of the shape of :meth:`predict`'s mean.
+
+        Returns
+        -------
+        cdf : ndarray of the shape of y
+            In [0, 1].
+
+        Raises
+        ------
+        %(not_fitted_error)s
+        ValueError
+            If X or y has NaN/inf, X the wrong number of features, or y not
+            the shape of the predictions.
+        """
+        return self._predictive_cdf(X, y)
+
+    def _predictive_cdf(self, X, y):
+        """:meth:`predict_cdf`; here the Gaussian's, Phi((y - mean) / std)."""
+        mean, std = self.predict(X, return_std=True)
+        return norm.cdf(check_target_values(y, mean.shape), mean, std)
 
     @validate_method_params(coverage=COVERAGE)
     def predict_interval(self, X, coverage=0.95):

@@ -14,6 +14,10 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
+from scipy.stats import norm
+from sklearn.linear_model import BayesianRidge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 pd = pytest.importorskip("pandas")
 click_testing = pytest.importorskip("click.testing")
@@ -45,8 +49,24 @@ def metric_values(output):
     """evaluate's table as {metric: value}."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["metric", "value"])
-    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:]
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:end]
             if line.strip() and not line.startswith("saved ")}
+
+
+def comparison_rows(output):
+    """evaluate's baseline table as {model: {metric: value}}."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["model"])
+    header = lines[start].split()[1:]
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.strip() or line.startswith(("(", "saved ")):
+            break
+        values = line.split()
+        name = " ".join(values[:len(values) - len(header)])
+        rows[name] = dict(zip(header, map(float, values[len(values) - len(header):]), strict=True))
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +180,17 @@ def test_no_file_runs_on_a_scikit_learn_dataset(tmp_path):
     printed = metric_values(result.stdout)
     assert set(printed) == {"log_likelihood", "rmse", "coverage", "interval_width", "calibration_error"}
     assert 0 <= printed["coverage"] <= 1 and printed["rmse"] > 0
+    # beside it, the baselines fitted on the same rows: BayesianRidge's scores as scikit-learn gives them
+    compared = comparison_rows(result.stdout)
+    assert list(compared)[:3] == ["BayesianMLPRegressor", "BayesianRidge", "exact GP"]
+    assert compared["BayesianMLPRegressor"]["log_likelihood"] == pytest.approx(printed["log_likelihood"], abs=1e-3)
+    train, test = _cli.load_dataset("diabetes", "train"), _cli.load_dataset("diabetes", "test")
+    X_train, X_test = train.drop(columns="target"), test.drop(columns="target")
+    ridge = make_pipeline(StandardScaler(), BayesianRidge()).fit(X_train, train["target"])
+    mean, std = ridge.predict(X_test, return_std=True)
+    expected = norm.logpdf(test["target"], mean, std).mean()
+    assert compared["BayesianRidge"]["log_likelihood"] == pytest.approx(expected, rel=1e-3)
+    assert compared["BayesianRidge"]["rmse"] == pytest.approx(np.sqrt(np.mean((test["target"] - mean) ** 2)), rel=1e-3)
     # Warnings, if any, are one line each: no source lines or tracebacks.
     assert all(line.startswith("Warning: ") for line in result.stderr.splitlines())
 
@@ -311,3 +342,23 @@ def test_missing_click_is_one_line(monkeypatch, capsys):
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert err == "Error: the skbayes command needs click: pip install 'skbayes[cli]'\n"
+
+
+def test_evaluate_compares_a_classifier_with_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    result = invoke("evaluate", "--dataset", "iris", "--max-iter", "5")
+    assert result.exit_code == 0, result.output
+    compared = comparison_rows(result.output)
+    assert list(compared) == ["BayesianMLPClassifier", "LogisticRegression"]
+    train, test = _cli.load_dataset("iris", "train"), _cli.load_dataset("iris", "test")
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+    model.fit(train.drop(columns="target"), train["target"])
+    accuracy = np.mean(model.predict(test.drop(columns="target")) == test["target"])
+    assert compared["LogisticRegression"]["accuracy"] == pytest.approx(accuracy, abs=1e-3)
+
+
+def test_no_baselines_prints_the_model_alone():
+    result = invoke("evaluate", "--dataset", "iris", "--max-iter", "2", "--no-baselines")
+    assert result.exit_code == 0, result.output
+    assert "baselines" not in result.output

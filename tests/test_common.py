@@ -2,6 +2,7 @@
 
 import pytest
 from sklearn.base import clone, is_classifier
+from sklearn.linear_model import BayesianRidge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from torch import nn
 
@@ -21,6 +22,16 @@ INIT_PARAMS = {
             (8,), inference=MeanFieldVI(max_iter=40, n_mc_predict=10), random_state=0, noise="homoscedastic"
         ),
         "cv": 2,
+    },
+    # A meta-estimator: two small members, 2 folds (3 fits of each per fit).
+    "PredictiveStackingRegressor": {
+        "estimators": [
+            ("linear", BayesianRidge()),
+            ("mlp", skbayes.BayesianMLPRegressor(
+                (8,), inference=MeanFieldVI(max_iter=10, n_mc_predict=10), random_state=0, noise="homoscedastic")),
+        ],
+        "cv": 2,
+        "random_state": 0,
     },
     # the GPs' training settings are those of their inference objects (METHOD_SETTINGS)
     "DeepGPRegressor": {"n_inducing": 10, "n_mc_predict": 10, "random_state": 0},

@@ -1,4 +1,4 @@
-"""``predict_quantiles(X, quantiles)``: one method on every regressor, ``predict_interval`` its central pair.
+"""``predict_quantiles(X, quantiles)``: one method on every regressor, ``predict_interval`` its central pair, and ``predict_cdf``.
 
 The quantiles are checked against computations that do not invert the
 predictive's CDF: scipy's normal quantiles of the predictive mean and
@@ -6,7 +6,10 @@ standard deviation where the predictive is Gaussian, and the empirical
 quantiles of 40,000 draws of ``sample_y`` where it is a mixture (the
 Bayesian MLP's, every noise model; the sampled sparse GP's over its kept
 samples), and scipy's CDF of the deep GP's
-mixture components at the returned quantiles.
+mixture components at the returned quantiles. ``predict_cdf`` is checked
+against the quantiles (it inverts them) and against the density
+``log_predictive_density`` (its derivative, by central differences), so that
+the three views of the predictive are one distribution.
 """
 
 import warnings
@@ -16,7 +19,9 @@ import pytest
 from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
-from skbayes import BayesianMLPRegressor, DeepGPRegressor, SparseGPRegressor
+from sklearn.linear_model import BayesianRidge
+
+from skbayes import BayesianMLPRegressor, DeepGPRegressor, PredictiveStackingRegressor, SparseGPRegressor
 from skbayes.inference import SGHMC, DeepEnsemble, MeanFieldVI, SampledSparseGP, SparseVariational
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -40,7 +45,13 @@ REGRESSORS = {
             SGHMC(burn_in=3, thinning=2, n_kept_samples=4), start=SparseVariational(max_iter=10),
         ),
     ), False),
+    "sparse_gp_student_t": (lambda: SparseGPRegressor(n_inducing=8, noise="student_t", random_state=0,
+                                                      inference=SparseVariational(max_iter=10)), False),
     "deep_gp": (lambda: DeepGPRegressor(n_inducing=8, random_state=0, inference=SparseVariational(max_iter=5)), False),
+    "stacking": (lambda: PredictiveStackingRegressor(
+        [("linear", BayesianRidge()),
+         ("mlp", BayesianMLPRegressor((8,), inference=MeanFieldVI(max_iter=20), noise="student_t", random_state=0))],
+        cv=2, random_state=0), False),
 }
 
 
@@ -117,3 +128,30 @@ def test_before_fit_both_methods_say_so(name, data):
         model.predict_quantiles(data[0][:3], [0.5])
     with pytest.raises(NotFittedError):
         model.predict_interval(data[0][:3])
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_the_cdf_inverts_the_quantiles(name, fitted, data):
+    model, X = fitted[name], data[0][:6]
+    quantiles = model.predict_quantiles(X, LEVELS)
+    cdf = np.column_stack([model.predict_cdf(X, quantiles[:, j]) for j in range(len(LEVELS))])
+    np.testing.assert_allclose(cdf, np.broadcast_to(LEVELS, cdf.shape), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_the_cdf_s_derivative_is_the_density(name, fitted, data):
+    model, X = fitted[name], data[0][:6]
+    y = model.predict_quantiles(X, [0.2, 0.5, 0.9])
+    for j in range(y.shape[1]):
+        h = 1e-4 * (1 + np.abs(y[:, j]))
+        slope = (model.predict_cdf(X, y[:, j] + h) - model.predict_cdf(X, y[:, j] - h)) / (2 * h)
+        np.testing.assert_allclose(slope, np.exp(model.log_predictive_density(X, y[:, j])), rtol=1e-4)
+
+
+def test_the_cdf_refuses_a_target_of_another_shape(fitted, data):
+    X = data[0][:6]
+    for name in ("mlp_homoscedastic", "sparse_gp", "stacking"):
+        with pytest.raises(ValueError):
+            fitted[name].predict_cdf(X, np.zeros(5))
+        with pytest.raises(ValueError):
+            fitted[name].predict_cdf(X, np.full(6, np.nan))

@@ -5,6 +5,7 @@ ESTIMATORS = {
     "mlp": ("BayesianMLPRegressor", "BayesianMLPClassifier"),
     "sparse-gp": ("SparseGPRegressor", "SparseGPClassifier"),
     "deep-gp": ("DeepGPRegressor", None),
+    "stacking": ("PredictiveStackingRegressor", None),
 }
 
 # --dataset: name -> (sklearn.datasets loader, task). The data ship with

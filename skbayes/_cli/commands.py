@@ -37,7 +37,7 @@ def _with_options(options):
 
 def _fit_model(table, target, features, exclude, categorical, max_categories, task, estimator, max_iter,
                random_state, params, dataset):
-    """Fit the pipeline of ``skbayes fit`` (and of ``evaluate`` without a model): ``(model, source)``."""
+    """Fit the pipeline of ``skbayes fit`` (and of ``evaluate`` without a model): ``(model, source, frame)``."""
     import click
 
     params = [_run(parse_param, p) for p in params]
@@ -58,7 +58,7 @@ def _fit_model(table, target, features, exclude, categorical, max_categories, ta
         random_state=random_state, params=params, max_categories=max_categories, source=source,
     )
     model["dataset"] = dataset if table is None else None
-    return model, source
+    return model, source, frame
 
 
 def _describe(model, source):
@@ -180,7 +180,7 @@ def make_cli():
         """
         import joblib
 
-        model, source = _fit_model(table, **options)
+        model, source, _ = _fit_model(table, **options)
         try:
             joblib.dump(model, output)
         except OSError as exc:
@@ -218,15 +218,20 @@ def make_cli():
                   help="Folder to save the calibration figures in (PNG).")
     @click.option("--predictions", type=click.Path(dir_okay=False, path_type=Path), default=None,
                   help="Also write the predictions to this CSV file.")
+    @click.option("--baselines/--no-baselines", default=True, show_default=True,
+                  help="When evaluate fits the model: also fit the baselines a tabular user already has "
+                       "(BayesianRidge, scikit-learn's exact GP up to 2,000 rows, NGBoost when installed; "
+                       "LogisticRegression for classes) on the same rows and print their scores beside it.")
     @_with_options(fit_options)
     @click.pass_context
-    def evaluate(ctx, table, model_path, coverage, figures, predictions, **options):
+    def evaluate(ctx, table, model_path, coverage, figures, predictions, baselines, **options):
         """Print the test log-likelihood, error, coverage and calibration on TABLE.
 
         TABLE is a held-out table with the target column. Without TABLE
         and --model, fits a model (with the fit options) on the training
-        split of --dataset and evaluates it on the test split: one command
-        that runs the whole job.
+        split of --dataset and evaluates it on the test split, beside the
+        baselines fitted on the same rows: one command that runs the whole
+        job.
         """
         fitting = table is None and model_path is None
         if not fitting:
@@ -237,15 +242,25 @@ def make_cli():
                     f"--{given[0].replace('_', '-')} is a fit option: evaluate fits only without TABLE and --model"
                 )
         if fitting:
-            model, source = _fit_model(None, **options)
+            model, source, train = _fit_model(None, **options)
             click.echo(f"fitted {_describe(model, source)}")
             frame, source = _held_out(model, None, None)
         else:
             model = _run(load_model, model_path or "model.joblib")
             frame, source = _held_out(model, table, options["dataset"])
         metrics, rows, y = _run(evaluate_table, model, frame, coverage=coverage, source=source)
-        click.echo(f"{type(model['pipeline'][-1]).__name__} on {source}, {len(frame)} rows")
+        name = type(model["pipeline"][-1]).__name__
+        click.echo(f"{name} on {source}, {len(frame)} rows")
         click.echo(format_metrics(metrics, model["task"], coverage))
+        if fitting and baselines:
+            from .baselines import baseline_estimators, baseline_metrics, format_comparison
+
+            candidates, notes = baseline_estimators(model["task"], len(train), len(model["features"]),
+                                                    options["random_state"])
+            scored = [(label, _run(baseline_metrics, model, estimator, train, frame, y, coverage))
+                      for label, estimator in candidates]
+            click.echo(f"\nthe same scores of the baselines, fitted on the same {len(train)} rows:")
+            click.echo(format_comparison(name, {**metrics, "fit_seconds": model["fit_seconds"]}, scored, notes))
         if predictions is not None:
             _write_csv(rows, predictions)
             click.echo(f"saved {predictions}")

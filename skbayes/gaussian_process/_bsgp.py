@@ -340,6 +340,16 @@ def predictive_quantiles(estimator, X, levels):
     return _over_mixtures(estimator, X, lambda mixture, rows: mixture.ppf(levels))
 
 
+def predictive_cdf(estimator, X, y):
+    """CDF at y of the mixture over kept samples (see :func:`log_predictive_density`), y in the units of y.
+
+    Returns
+    -------
+    cdf : ndarray of shape (n,)
+    """
+    return _over_mixtures(estimator, X, lambda mixture, rows: mixture.cdf(y[rows]))
+
+
 def _over_mixtures(estimator, X, reduce):
     """``reduce(mixture, rows)`` of the predictive mixtures of y (a :class:`MixturePredictive`, units of y).
 

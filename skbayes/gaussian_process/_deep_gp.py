@@ -631,6 +631,13 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         draws = self._mixture(X, draw, n_draws=n_samples, seed=seed)
         return draws * self._y_scale + self._y_mean
 
+    def _predictive_cdf(self, X, y):
+        """The CDF of :meth:`predict_cdf`: (1/S) sum_s Phi((y - mu_s) / sqrt(v_s + sigma^2))."""
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
+        y = (np.asarray(y, dtype=np.float64) - self._y_mean) / self._y_scale
+        return self._predictive_mixtures(X, lambda mixture, rows: mixture.cdf(y[rows]))
+
     def log_predictive_density(self, X, y):
         """Log predictive density of each observation under the mixture, in nats.
 

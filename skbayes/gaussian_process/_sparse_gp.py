@@ -556,6 +556,14 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             On NaN/inf or wrongly shaped input, y with several columns, a
             diverging loss or a failed Cholesky (the message says what to
             change).
+
+        Warns
+        -----
+        ConvergenceWarning
+            If the stopping rule is not met in ``max_iter`` epochs; with a
+            ``SampledSparseGP(SGHMC(...))``, if the chains have not mixed
+            (``inference_diagnostics_["rhat"]`` above 1.1; the message names
+            the fix).
         """
         X, y = self._validate_training_data(X, y, reset=True)
         if _bsgp.is_sampling(self._resolve_inference()):
@@ -839,6 +847,19 @@ class SparseGPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseSparseGP):
             quantiles = self._student_t_predictive(self._validate_X_predict(X), lambda mixture, rows: mixture.ppf(levels))
             return quantiles * self._y_scale + self._y_mean
         return super()._predictive_quantiles(X, levels)
+
+    def _predictive_cdf(self, X, y):
+        """The CDF of :meth:`predict_cdf`: of the distribution whose quantiles :meth:`_predictive_quantiles` gives."""
+        check_is_fitted(self)
+        X, y = validate_data(self, X, y, reset=False, y_numeric=True, dtype=(np.float64, np.float32))
+        y = np.asarray(y, dtype=np.float64)
+        if _bsgp.is_sampled(self):
+            return _bsgp.predictive_cdf(self, X, y)
+        if self._student_t:
+            y_model = (y - self._y_mean) / self._y_scale
+            return self._student_t_predictive(X, lambda mixture, rows: mixture.cdf(y_model[rows]))
+        result = self._uncertainty(X)
+        return norm.cdf(y, result.mean, result.std)
 
     def log_predictive_density(self, X, y):
         """Log predictive density of each observation, in nats.

@@ -414,6 +414,14 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
             class, a binary likelihood with more than two classes, a
             ``WhiteKernel`` or a kernel that cannot be translated, a
             diverging loss or a failed Cholesky.
+
+        Warns
+        -----
+        ConvergenceWarning
+            If the stopping rule is not met in ``max_iter`` epochs; with a
+            ``SampledSparseGP(SGHMC(...))``, if the chains have not mixed
+            (``inference_diagnostics_["rhat"]`` above 1.1; the message names
+            the fix).
         """
         X, y = validate_data(self, X, y, dtype=(np.float64, np.float32))
         check_classification_targets(y)

@@ -160,6 +160,9 @@ class InferenceMethod(BaseEstimator):
     #: the method can fit; the regressor refuses the others at fit, and its
     #: default ``noise="auto"`` is ``"student_t"`` when listed here, else ``"homoscedastic"``.
     noise_models = frozenset({"homoscedastic", "heteroscedastic", "student_t"})
+    #: Whether the estimators check a fit for a posterior collapsed onto the prior
+    #: (``skbayes.inference._guards.warn_if_collapsed``): the methods trained by an ELBO.
+    collapse_guard = False
 
     def stopping_rule(self, classification):
         """The loop's stopping settings under this method, ``"auto"`` resolved for the task.

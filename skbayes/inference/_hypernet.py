@@ -122,6 +122,8 @@ class BayesByHypernet(InferenceMethod):
     BayesianMLPRegressor(inference=BayesByHypernet(n_mc_train=10))
     """
 
+    collapse_guard = True
+
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,

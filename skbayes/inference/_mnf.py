@@ -83,6 +83,8 @@ class MNF(InferenceMethod):
     BayesianMLPRegressor(inference=MNF(flow='realnvp'))
     """
 
+    collapse_guard = True
+
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,

@@ -55,6 +55,8 @@ class Vadam(InferenceMethod):
        weight-perturbation in Adam", ICML 2018.
     """
 
+    collapse_guard = True
+
     _parameter_constraints = {
         **ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, "init": _INIT, "n_mc_train": _N_MC_TRAIN,
     }

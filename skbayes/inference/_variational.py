@@ -103,6 +103,8 @@ class MeanFieldVI(InferenceMethod):
     BayesianMLPRegressor(inference=MeanFieldVI(init='iblm', kl_warmup_epochs=10))
     """
 
+    collapse_guard = True
+
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,

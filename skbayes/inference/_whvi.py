@@ -71,6 +71,8 @@ class WHVI(InferenceMethod):
     BayesianMLPRegressor(hidden_layer_sizes=(128, 128), inference=WHVI(n_flows=2))
     """
 
+    collapse_guard = True
+
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,

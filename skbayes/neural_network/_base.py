@@ -13,6 +13,7 @@ from .._docstrings import fill_doc
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
+from ..inference._guards import warn_if_collapsed
 from ..inference._loop import loop_settings
 from ..nn import ACTIVATIONS
 from ._module import MODULE_CONSTRAINTS, MODULE_PARAMETERS_DOC, ModuleInputMixin
@@ -355,6 +356,16 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         result, _ = self._train(method, settings, X_train, Y_train, context, shuffle_seed, loop)
         self._store_training_result(result, n_seen=n_train)
         return self
+
+    def _warn_if_collapsed(self, X, y):
+        """After ``fit``: the collapse guard of the ELBO-trained methods.
+
+        See ``skbayes.inference._guards.warn_if_collapsed``; the methods with
+        ``collapse_guard`` only.
+        """
+        if getattr(self.inference_, "collapse_guard", False):
+            diagnostics = self.inference_diagnostics_
+            warn_if_collapsed(self, X, y, is_classifier(self), kl=diagnostics.get("kl", diagnostics.get("kl_knn")))
 
     def _loop_settings(self, steps_per_epoch=None):
         # the stopping settings are the inference method's (those of the fit under way)

@@ -133,6 +133,20 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             On NaN/inf or wrongly shaped input, a continuous target, a single
             class, an inference method that cannot classify (``PBP``), an
             invalid parameter of the method, or a diverging loss.
+
+        Warns
+        -----
+        ConvergenceWarning
+            Each with the fix in its message: the stopping rule not met in
+            ``max_iter`` epochs; with ``SGHMC``, diverged chains (dropped,
+            ``inference_diagnostics_["n_diverged_chains"]``) and chains that
+            have not mixed (``inference_diagnostics_["rhat"]`` above 1.1);
+            with the methods trained by an ELBO (``MeanFieldVI``, ``Vadam``,
+            ``MNF``, ``WHVI``, ``BayesByHypernet``), a posterior collapsed
+            onto the prior: a training accuracy that gains less than half
+            of what a cross-validated ``LogisticRegression`` gains over the
+            majority class, when that gain is at least a fifth of the
+            possible one (see ``skbayes.inference._guards.warn_if_collapsed``).
         """
         X, y = validate_data(self, self._as_rows(X, reset=True), y, dtype=(np.float64, np.float32))
         check_classification_targets(y)
@@ -140,7 +154,9 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         classes, encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
-        return self._fit_network(X, encoded[:, None].astype(X.dtype), len(self.classes_), method)
+        self._fit_network(X, encoded[:, None].astype(X.dtype), len(self.classes_), method)
+        self._warn_if_collapsed(X, y)
+        return self
 
     def _n_targets(self, Y):
         return len(self.classes_)  # Y holds class indices; the network has one output per class

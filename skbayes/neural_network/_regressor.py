@@ -315,6 +315,20 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             On NaN/inf or wrongly shaped input, an invalid parameter of the
             inference method, or if the training loss diverges (the message
             says what to change).
+
+        Warns
+        -----
+        ConvergenceWarning
+            Each with the fix in its message: the stopping rule not met in
+            ``max_iter`` epochs; with ``SGHMC``, chains dropped because they
+            diverged (``inference_diagnostics_["n_diverged_chains"]``) and
+            chains that have not mixed (``inference_diagnostics_["rhat"]``
+            above 1.1, see ``skbayes.inference._guards.warn_if_chains_not_mixed``);
+            with the methods trained by an ELBO (``MeanFieldVI``, ``Vadam``,
+            ``MNF``, ``WHVI``, ``BayesByHypernet``), a posterior collapsed
+            onto the prior: a training R^2 below half the held-out R^2 of a
+            linear model that finds a signal (at least 0.2), see
+            ``skbayes.inference._guards.warn_if_collapsed``.
         """
         X, y, Y = self._validate_training_data(X, y, reset=True)
         method = self._inference_method()
@@ -325,6 +339,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         self.n_outputs_ = Y.shape[1]
         self._fit_network(X, (Y - self._y_mean) / self._y_scale, self.n_outputs_, method)
         self._set_noise_std(X)
+        self._warn_if_collapsed(X, y)
         return self
 
     @available_if(method_streams)
@@ -520,6 +535,18 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
 
         bounds = self._over_draws(X, quantiles, self._n_mc_predict(), self._predict_seed)  # (n, k, n_levels)
         return self._output(bounds * np.asarray(self._y_scale)[:, None] + np.asarray(self._y_mean)[:, None])
+
+    def _predictive_cdf(self, X, y):
+        """The CDF of :meth:`predict_cdf`: (1/T) sum_t F(y | f_t(x)), the mixture of :meth:`_predictive_quantiles`."""
+        check_is_fitted(self)
+        X, y, Y = self._validate_training_data(X, y, reset=False)
+        Y = (Y - self._y_mean) / self._y_scale
+        likelihood = self.module_["likelihood"]
+
+        def cdf(f, rows):
+            return torch.as_tensor(MixturePredictive(*_component_moments(likelihood.distribution(f))).cdf(Y[rows]))
+
+        return self._output(self._over_draws(X, cdf, self._n_mc_predict(), self._predict_seed))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
