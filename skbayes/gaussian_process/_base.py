@@ -202,16 +202,13 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
                 group["loss_scale"] = float(n_data)  # loss = -objective / N
         return optimizer
 
-    def _train(self, X_t, y_t, n_data, shuffle_seed, *, loss=None, **overrides):
+    def _train(self, X_t, y_t, n_data, shuffle_seed, **overrides):
         """Run the shared training loop over the rows of (X_t, y_t) with the objective's N = n_data.
 
-        ``loss(x, y, n_data)`` is the per-datum loss of a minibatch (default
-        ``_minibatch_loss``); ``overrides`` replace loop settings (e.g.
-        ``max_iter=1`` for ``partial_fit``).
+        ``overrides`` replace loop settings (e.g. ``max_iter=1`` for ``partial_fit``).
         """
-        loss = self._minibatch_loss if loss is None else loss
         return self._fit_loop(
-            lambda idx: loss(X_t[idx], y_t[idx], n_data),
+            lambda idx: self._minibatch_loss(X_t[idx], y_t[idx], n_data),
             self._optimizer_for(n_data),
             X_t.shape[0],
             shuffle_seed=shuffle_seed,

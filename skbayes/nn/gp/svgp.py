@@ -276,9 +276,17 @@ class SVGP(nn.Module):
         return scale_tril_from_raw(self.raw_q_scale_tril)
 
     def chol_zz(self):
-        """L_zz = chol(K_zz + jitter), shape (M, M)."""
+        """L_zz = chol(K_zz + jitter), shape (M, M).
+
+        Where it fails, the jitter grows tenfold per try, up to ``max_jitter``
+        (default 1000 times the default jitter; see ``jitter``).
+        """
         z = self.inducing_points
-        return cholesky(self.kernel(z, z), self.jitter)
+        tries = 4
+        max_jitter = getattr(self, "max_jitter", None)
+        if max_jitter is not None and 0 < self.jitter < max_jitter:
+            tries = 1 + math.ceil(math.log10(max_jitter / self.jitter) - 1e-9)
+        return cholesky(self.kernel(z, z), self.jitter, max_tries=tries)
 
     def whitened_cross(self, x, chol_zz):
         """The whitened cross-covariance A = L_zz^{-1} K_zx of the whitened parametrisation.
