@@ -115,8 +115,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         and the stopping rule (``max_iter``, ``tol``: the loss is a
         Monte-Carlo estimate with more than one layer, so set
         ``n_iter_no_change`` generously or rely on ``max_iter``). Its
-        ``objective`` must be ``"vfe"`` and its ``optimizer`` ``"adam"`` (the
-        deep GP has no FITC or natural-gradient form): other values make
+        ``objective`` must be ``"vfe"`` and its ``optimizer`` ``"auto"`` or
+        ``"adam"``, both Adam here (the deep GP has no FITC, collapsed or
+        natural-gradient form): other values make
         ``fit`` raise a ValueError. The clone used is ``inference_``.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.

@@ -121,8 +121,9 @@ class SparseGPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseSparse
         How the posterior is approximated. ``"variational"``
         (:class:`skbayes.inference.SparseVariational` at its defaults): the
         variational classifier described above; the object holds the
-        optimiser of q(u) (``optimizer="adam"``, Adam on (m, L) with the
-        rest, or ``"ngd"``, natural-gradient steps in the natural parameters
+        optimiser of q(u) (``optimizer="auto"`` or ``"adam"``, Adam on (m, L)
+        with the rest: the regressor's L-BFGS of ``"auto"`` needs Gaussian
+        noise; or ``"ngd"``, natural-gradient steps in the natural parameters
         of q(u), non-conjugate here, [Salimbeni2018]_), the Monte-Carlo draws
         of the softmax expectation (``n_mc_train="auto"``: 8) and the
         training loop's ``learning_rate_init``, ``max_iter``, ``tol`` and

@@ -107,6 +107,7 @@ from .networks import (
 from .objectives import kl_warmup_weight, negative_elbo
 from .optim import (
     SGHMC,
+    LoopLBFGS,
     NaturalGradient,
     OptimizerChain,
     PBPOptimizer,
@@ -158,6 +159,7 @@ __all__ = [
     "MNFMLP",
     "ModuleDecoder",
     "ModuleEncoder",
+    "LoopLBFGS",
     "NaturalGradient",
     "OptimizerChain",
     "PBPLinear",

@@ -240,7 +240,9 @@ def test_predictive_std_decomposes_and_matches_the_covariance(fitted, sine_data)
 
 def test_elbo_increases_during_training(fitted):
     curve = np.asarray(fitted.loss_curve_)
-    assert curve[-10:].mean() < curve[:10].mean() - 0.3
+    assert curve[-1] < curve[0] - 0.3
+    # the default fit here is L-BFGS on the collapsed bound, whose line search lowers the loss every iteration
+    assert np.all(np.diff(curve) <= 1e-12)
     assert fitted.best_loss_ == min(curve)
 
 
@@ -270,9 +272,10 @@ def test_large_inputs_are_predicted_in_blocks(fitted, monkeypatch):
     monkeypatch.setattr(skbayes.base, "PREDICT_BLOCK_BYTES", 20 * 7 * itemsize)  # 7 rows per block
     blocked_mean, blocked_std = fitted.predict(X, return_std=True)
     # The same float64 arithmetic, but BLAS may sum in another order for a 7-row block than for 1,000
-    # rows (it does with one thread): equal to a few ulps of the O(1) values, hence atol 1e-14.
-    np.testing.assert_allclose(blocked_mean, mean, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(blocked_std, std, rtol=1e-12, atol=1e-14)
+    # rows (it does with one thread): equal to rounding of the O(1) values, amplified by L_zz (the default
+    # L-BFGS fit's K_zz has a relative jitter of 1e-8, not 1e-6: 4e-14 seen), hence atol 1e-12.
+    np.testing.assert_allclose(blocked_mean, mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(blocked_std, std, rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------- parameters
@@ -712,8 +715,10 @@ def test_first_partial_fit_initialises_from_the_batch_like_fit(sine_data):
     streamed = SparseGPRegressor(n_inducing=20, random_state=0).partial_fit(batch_X, batch_y)
     assert streamed.n_seen_ == 100 and streamed.n_iter_ == 1 and len(streamed.loss_curve_) == 1
     assert streamed.n_inducing_ == 20 and streamed.n_features_in_ == 1
-    # same seeds: the same k-means inducing points and the same first epoch as fit
-    once = SparseGPRegressor(n_inducing=20, random_state=0, inference=SparseVariational(max_iter=1)).fit(batch_X, batch_y)
+    # same seeds: the same k-means inducing points and the same first epoch as fit with Adam (partial_fit's
+    # optimiser; the default fit of 100 rows is L-BFGS on the collapsed bound)
+    once = SparseGPRegressor(n_inducing=20, random_state=0,
+                             inference=SparseVariational(optimizer="adam", max_iter=1)).fit(batch_X, batch_y)
     np.testing.assert_array_equal(streamed.inducing_points_, once.inducing_points_)
     np.testing.assert_array_equal(streamed.length_scale_, once.length_scale_)
     assert streamed.loss_curve_ == once.loss_curve_
@@ -823,11 +828,13 @@ def test_callbacks_see_every_epoch_of_fit_and_partial_fit(sine_data):
 
 
 # --------------------------------------------------------------- warm_start
-def test_warm_start_continues_from_the_fitted_model(sine_data):
+@pytest.mark.parametrize("optimizer, max_iter", [("adam", 30), ("auto", 3)])
+def test_warm_start_continues_from_the_fitted_model(sine_data, optimizer, max_iter):
     (X, y), _ = sine_data
+    # Adam, and L-BFGS on the collapsed bound (the default here) stopped before it converges
     model = SparseGPRegressor(
         n_inducing=20, warm_start=True, random_state=0,
-        inference=SparseVariational(max_iter=30),
+        inference=SparseVariational(optimizer=optimizer, max_iter=max_iter),
     ).fit(X, y)
     first_curve, module, y_scaling = list(model.loss_curve_), model.module_, (model._y_mean, model._y_scale)
     z_fitted = model.inducing_points_.copy()

@@ -25,7 +25,9 @@ which splits over data points, so that a minibatch gives an unbiased estimate
 (:func:`~skbayes.nn.negative_elbo`). For Gaussian noise the expectation is in
 closed form, E_q[log N(y | f, sigma^2)] = log N(y | mu, sigma^2) - s^2 /
 (2 sigma^2) (:meth:`~skbayes.nn.GaussianLikelihood.expected_log_prob`), and so is the optimal q(v) for fixed hyperparameters
-([Titsias2009]_; Rossi 2022, eq. 6.6), see :meth:`SVGP.set_optimal_q_`.
+([Titsias2009]_; Rossi 2022, eq. 6.6), see :meth:`SVGP.set_optimal_q_`; the
+objective at that optimum, a function of Z and the hyperparameters only, is
+:func:`collapsed_bound`.
 
 Two objectives are implemented (:meth:`SVGP.expected_log_lik`). ``"vfe"`` is the
 bound above, the *expectation of the log* of the likelihood under q(f_n),
@@ -65,7 +67,14 @@ References
    2006.
 .. [Rossi2022] S. Rossi, "Improving scalability and inference in
    probabilistic deep models", PhD thesis, 2022, chapter 6.
+.. [RW2006] C. E. Rasmussen and C. K. I. Williams, "Gaussian processes
+   for machine learning", MIT Press, 2006.
+.. [Salimbeni2018] H. Salimbeni, S. Eleftheriadis and J. Hensman,
+   "Natural gradients in practice: non-conjugate variational inference
+   in Gaussian process models", AISTATS 2018.
 """
+
+import math
 
 import torch
 from torch import nn
@@ -75,13 +84,90 @@ from ..functional import inverse_softplus
 from ..linalg import cholesky
 from ..variational.scale_tril import raw_from_scale_tril, scale_tril_from_raw
 
-__all__ = ["OBJECTIVES", "SVGP"]
+__all__ = ["OBJECTIVES", "SVGP", "collapsed_bound"]
 
 #: The training objectives of :meth:`SVGP.expected_log_lik`.
 OBJECTIVES = ("vfe", "fitc")
 
 # Relative jitter added to K_zz before its Cholesky factorisation.
 _JITTER = {torch.float64: 1e-6, torch.float32: 1e-4}
+
+
+def collapsed_bound(a_t, residual, k_diag, noise_var, objective="vfe"):
+    r"""The objective maximised over q(v) in closed form: the collapsed bound of [Titsias2009]_, or the FITC evidence.
+
+    With Q = A^T A (A = L_zz^{-1} K_zx, the whitened cross-covariance, given
+    as its transpose) and the residual r = y - c, the VFE data term plus
+    -KL(q || p) at the optimal q of :meth:`SVGP.set_optimal_q_` is
+    ([Titsias2009]_, eq. 9; Rossi 2022, eq. 6.6)
+
+    .. math::
+
+        \mathcal L^* = \log \mathcal N(r \mid 0, Q + \Lambda)
+            - \frac{1}{2\sigma^2} \operatorname{tr}(K_{xx} - Q),
+        \qquad \Lambda = \sigma^2 I,
+
+    and the FITC objective's is the FITC log marginal likelihood
+    ([Snelson2006]_; Rossi 2022, eqs. 6.11 and 6.16), the same Gaussian
+    term with Lambda = diag(sigma^2 + k_nn - q_nn) and no trace term. The
+    Gaussian term is computed in O(N M^2) with the matrix determinant lemma
+    and the Woodbury identity ([RW2006]_, eqs. A.9 and A.10): with
+    B = I + A Lambda^{-1} A^T = L_B L_B^T and c = L_B^{-1} A Lambda^{-1} r,
+
+    .. math::
+
+        \log \mathcal N(r \mid 0, Q + \Lambda) = -\frac N2 \log 2\pi
+            - \sum_m \log (L_B)_{mm} - \frac12 \sum_n \log \beta_n
+            - \frac12 \left(r^\top \Lambda^{-1} r - c^\top c\right).
+
+    As a function of the hyperparameters and Z it is the maximum over q of
+    the uncollapsed objective (:meth:`SVGP.loss` times -N), so its gradient
+    is that objective's at the optimal q (the envelope theorem): a gradient
+    step on it is a step on the uncollapsed objective after a
+    natural-gradient step of size one on q(v) ([Salimbeni2018]_, section 3).
+    With Z = X and no jitter, the VFE bound is the exact log marginal
+    likelihood log N(y | c, K_xx + sigma^2 I).
+
+    Parameters
+    ----------
+    a_t : torch.Tensor of shape (N, M)
+        A^T = K_xz L_zz^{-T}.
+    residual : torch.Tensor of shape (N,)
+        y - c.
+    k_diag : torch.Tensor of shape (N,)
+        The prior variances k(x_n, x_n).
+    noise_var : torch.Tensor or float
+        sigma^2, a scalar.
+    objective : {"vfe", "fitc"}, default="vfe"
+
+    Returns
+    -------
+    bound : torch.Tensor, scalar
+        In nats, summed over the N rows (not divided by N).
+
+    Raises
+    ------
+    ValueError
+        If ``objective`` is not one of :data:`OBJECTIVES`, or the Cholesky of B fails.
+
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}.")
+    n = a_t.shape[0]
+    cond_var = (k_diag - a_t.square().sum(1)).clamp_min(0.0)  # diag(K_xx - Q), as in SVGP.marginals
+    beta = torch.as_tensor(noise_var, dtype=a_t.dtype, device=a_t.device).expand(n)
+    if objective == "fitc":
+        beta = beta + cond_var
+    scaled = a_t / beta[:, None]  # Lambda^{-1} A^T
+    b = scaled.mT @ a_t
+    b = b + torch.eye(b.shape[0], dtype=b.dtype, device=b.device)
+    chol_b = cholesky(b, jitter=0.0)
+    c = torch.linalg.solve_triangular(chol_b, (scaled.mT @ residual)[:, None], upper=False)[:, 0]
+    bound = -0.5 * (n * math.log(2 * math.pi) + beta.log().sum() + (residual.square() / beta).sum() - c.square().sum())
+    bound = bound - torch.diagonal(chol_b).log().sum()
+    if objective == "vfe":
+        bound = bound - cond_var.sum() / (2 * beta[0])
+    return bound
 
 
 class SVGP(nn.Module):
@@ -190,9 +276,17 @@ class SVGP(nn.Module):
         return scale_tril_from_raw(self.raw_q_scale_tril)
 
     def chol_zz(self):
-        """L_zz = chol(K_zz + jitter), shape (M, M)."""
+        """L_zz = chol(K_zz + jitter), shape (M, M).
+
+        Where it fails, the jitter grows tenfold per try, up to ``max_jitter``
+        (default 1000 times the default jitter; see ``jitter``).
+        """
         z = self.inducing_points
-        return cholesky(self.kernel(z, z), self.jitter)
+        tries = 4
+        max_jitter = getattr(self, "max_jitter", None)
+        if max_jitter is not None and 0 < self.jitter < max_jitter:
+            tries = 1 + math.ceil(math.log10(max_jitter / self.jitter) - 1e-9)
+        return cholesky(self.kernel(z, z), self.jitter, max_tries=tries)
 
     def whitened_cross(self, x, chol_zz):
         """The whitened cross-covariance A = L_zz^{-1} K_zx of the whitened parametrisation.
@@ -369,6 +463,30 @@ class SVGP(nn.Module):
         q_scale_tril = self.q_scale_tril  # built once, for the data term and the KL
         data = self._expected_log_lik(x, y, likelihood, objective, q_scale_tril)
         return -data.mean() + kl_standard_normal_mvn(self.q_mean, q_scale_tril) / n_data
+
+    def collapsed_loss(self, x, y, noise_var, objective="vfe"):
+        """Per-datum negative objective at the optimal q(v): -:func:`collapsed_bound` / N over all N rows.
+
+        q(v) itself is not read: its optimum is implied (set it with
+        :meth:`set_optimal_q_` after optimising the rest). Only valid when
+        ``x`` holds every training row (the optimum needs all of them).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (N, d)
+        y : torch.Tensor of shape (N,)
+        noise_var : torch.Tensor or float
+            Noise variance sigma^2.
+        objective : {"vfe", "fitc"}, default="vfe"
+
+        Returns
+        -------
+        loss : torch.Tensor, scalar
+            Never above :meth:`loss` for the same rows and N (equal at the optimal q).
+        """
+        a_t = self._whitened_cross_t(x, self.chol_zz())
+        residual = y - self.mean_constant
+        return -collapsed_bound(a_t, residual, self.kernel.diag(x), noise_var, objective) / x.shape[0]
 
     def kl(self):
         """KL(N(m, S) || N(0, I)) in nats, a scalar, summed over the latent functions.

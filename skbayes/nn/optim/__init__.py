@@ -6,15 +6,18 @@
 * :mod:`.adf`: :class:`PBPOptimizer`, the assumed-density-filtering step of
   probabilistic backpropagation, and its moment-matching updates.
 * :mod:`.chain`: :class:`OptimizerChain`, several optimisers driven as one.
+* :mod:`.lbfgs`: :class:`LoopLBFGS`, L-BFGS one iteration per step of the training loop.
 """
 
 from .adf import PBPOptimizer, adf_gaussian_update, gamma_moment_update
 from .chain import OptimizerChain
+from .lbfgs import LoopLBFGS
 from .natural_gradient import NaturalGradient, covariance_gradient
 from .sghmc import SGHMC
 from .vadam import Vadam, perturbed_nll
 
 __all__ = [
+    "LoopLBFGS",
     "NaturalGradient",
     "OptimizerChain",
     "PBPOptimizer",
