@@ -121,7 +121,7 @@ def markdown(report):
         "# PredictiveStackingRegressor against its members (test log-likelihood, nats per row)",
         "",
         "Command: `python examples/benchmarks/stacking.py " + " ".join(report["argv"]) + "`. Each row is one "
-        "split; the stacker's weights are in brackets (ridge / GP / MLP); \"gap\" is the stacker's test "
+        "split; \"weights\" are the stacker's (ridge / GP / MLP); \"gap\" is the stacker's test "
         f"log-likelihood minus the best member's on that split (the target is ≥ −{MARGIN}).",
         "",
         "| set | split | stacked | BayesianRidge | exact GP | Bayesian MLP | gap | weights | stacked 90% cover | "

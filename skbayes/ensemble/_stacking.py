@@ -207,8 +207,11 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     distributions* ([Yao2018]_, eq. 4 with the log score; the weights by
     :func:`stacking_weights`). It chooses among the families (a weight near
     1 for the one that predicts best) or combines them where each predicts
-    some rows better, and it is never worse on held-out rows than the best
-    single member by more than the noise of the cross-validation. The
+    some rows better. Measured on 16 splits of small and UCI sets
+    (``doc/stacking.md``), its test log-likelihood is within 0.02 nats of
+    the best member's or above on 13; below on energy (by 0.03-0.07), where
+    the members fitted on 80% of the rows rank the GP above the MLP that
+    wins with all of them. The
     members are then refitted on all the rows; a member whose weight falls
     below 1e-3 is dropped and the others renormalised. The members'
     ``ConvergenceWarning``s are shown for the refits, not for the
