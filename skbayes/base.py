@@ -527,7 +527,7 @@ class PredictiveRegressorMixin:
         %(parameters_X)s
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             The values at which to evaluate each row's CDF, in the units of
-            y, of the shape of :meth:`predict`'s mean.
+            y, of the shape of ``predict``'s mean.
 
         Returns
         -------

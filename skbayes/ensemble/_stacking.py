@@ -38,7 +38,7 @@ _N_BISECTIONS = 40
 def stacking_weights(log_density, *, max_iter=10000, tol=1e-10):
     r"""The stacking weights of K predictive distributions: the maximiser of their held-out log score.
 
-    Solves ([Yao2018]_, eq. 4, with the log score)
+    Solves (Yao, Vehtari, Simpson and Gelman 2018, eq. 4, with the log score)
 
     .. math::
 
@@ -214,7 +214,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     wins with all of them. The
     members are then refitted on all the rows; a member whose weight falls
     below 1e-3 is dropped and the others renormalised. The members'
-    ``ConvergenceWarning``s are shown for the refits, not for the
+    ``ConvergenceWarning`` notes are shown for the refits, not for the
     cross-validation's fits.
 
     Read more in ``doc/stacking.md``.
@@ -241,8 +241,8 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         ``random_state``.
     cv : int, cross-validation generator or iterable, default=5
         The inner cross-validation whose held-out rows score the members:
-        an int k is k-fold (``KFold(k, shuffle=True,
-        random_state=random_state)``); a splitter or an iterable of
+        an int k is k-fold (``KFold`` with k folds, shuffled with
+        ``random_state``); a splitter or an iterable of
         (train, test) index arrays is used as it is. Every row should be
         held out once (as K-fold does): the weights are fitted to the
         held-out rows.
@@ -288,7 +288,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     by bisection of the CDF between the members' quantiles. The
     epistemic/aleatoric split of :meth:`predict_uncertainty` needs each
     member's: the skbayes regressors give it, and so do scikit-learn's
-    ``BayesianRidge``/``ARDRegression`` (noise 1/alpha_) and
+    ``BayesianRidge``/``ARDRegression`` (noise 1 / ``alpha_``) and
     ``GaussianProcessRegressor`` (its ``WhiteKernel``); for other members
     the split is NaN.
 

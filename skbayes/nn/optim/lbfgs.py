@@ -3,7 +3,7 @@
 For a deterministic full-batch objective, such as the collapsed bound of a
 sparse GP regression ([Titsias2009]_, eq. 9), a quasi-Newton method reaches
 the optimum in tens of iterations where Adam needs thousands of steps. The
-shared loop (:func:`skbayes._training.fit_loop`) evaluates the loss, back-
+shared loop (``skbayes._training.fit_loop``) evaluates the loss, back-
 propagates and calls ``step()`` once per epoch; :class:`LoopLBFGS` makes that
 step one L-BFGS iteration of :class:`torch.optim.LBFGS` ([NocedalWright2006]_,
 algorithm 7.5, with the strong Wolfe line search of algorithm 3.5), reusing
