@@ -366,3 +366,10 @@ def test_no_baselines_prints_the_model_alone():
     result = invoke("evaluate", "--dataset", "iris", "--max-iter", "2", "--no-baselines")
     assert result.exit_code == 0, result.output
     assert "baselines" not in result.output
+
+
+def test_baselines_see_the_encoded_columns_of_a_categorical_feature():
+    # "sex" one-hot encoded: 11 columns reach the models, and the exact GP's kernel must have 11 length scales
+    result = invoke("evaluate", "--dataset", "diabetes", "--categorical", "sex", "-e", "mlp")
+    assert result.exit_code == 0, result.output
+    assert "exact GP" in comparison_rows(result.output)

@@ -257,10 +257,14 @@ def make_cli():
         if fitting and baselines:
             from .baselines import baseline_estimators, baseline_metrics, format_comparison
 
-            candidates, notes = baseline_estimators(model["task"], len(train), len(model["features"]),
-                                                    options["random_state"])
-            scored = [(label, _run(baseline_metrics, model, estimator, train, frame, y, coverage))
-                      for label, estimator in candidates]
+            width = len(model["pipeline"][0].get_feature_names_out())  # the encoded columns the models see
+            candidates, notes = baseline_estimators(model["task"], len(train), width, options["random_state"])
+            scored = []
+            for label, estimator in candidates:
+                try:
+                    scored.append((label, baseline_metrics(model, estimator, train, frame, y, coverage)))
+                except Exception as exc:  # a baseline that fails is a note, not the end of the user's job
+                    notes.append(f"{label} left out: {_first_line(exc)}")
             click.echo(f"\nthe same scores of the baselines, fitted on the same {len(train)} rows:")
             click.echo(format_comparison(name, {**metrics, "fit_seconds": model["fit_seconds"]}, scored, notes))
         if predictions is not None:

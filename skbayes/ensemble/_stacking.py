@@ -9,7 +9,7 @@ from scipy.stats import norm
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Sum, WhiteKernel
 from sklearn.linear_model import ARDRegression, BayesianRidge
 from sklearn.model_selection import KFold, check_cv
 from sklearn.pipeline import make_pipeline
@@ -49,7 +49,8 @@ def stacking_weights(log_density, *, max_iter=10000, tol=1e-10):
     (Dempster, Laird and Rubin 1977): r_ik = w_k p_ik / sum_j w_j p_ij,
     w_k <- mean_i r_ik. The objective is concave in w, and each iteration
     increases it, so the iteration reaches its maximum (a unique one unless
-    two members' densities are proportional on the rows).
+    two members' densities are proportional on the rows). It stops when an
+    iteration raises the objective by at most ``tol`` nats per row.
 
     Parameters
     ----------
@@ -57,9 +58,10 @@ def stacking_weights(log_density, *, max_iter=10000, tol=1e-10):
         log p_k(y_i | x_i), nats, of rows the members were not fitted on.
         Rows where every member has density 0 (-inf) are left out.
     max_iter : int, default=10000
-        Most EM iterations.
+        Most EM iterations; a ``ConvergenceWarning`` says when they run out.
     tol : float, default=1e-10
-        The iteration stops when no weight changes by more than ``tol``.
+        The iteration stops when it raises the mean log score by at most
+        ``tol`` (nats per row).
 
     Returns
     -------
@@ -80,17 +82,25 @@ def stacking_weights(log_density, *, max_iter=10000, tol=1e-10):
     log_density = log_density[np.isfinite(log_density).any(axis=1)]
     if log_density.shape[0] == 0:
         raise ValueError("No row has a non-zero density under any member.")
-    n_members = log_density.shape[1]
+    # p_ik / max_k p_ik, once: the row's factor cancels in the responsibilities and shifts the objective
+    density = np.exp(log_density - log_density.max(axis=1, keepdims=True))
+    n_members = density.shape[1]
     weights = np.full(n_members, 1.0 / n_members)
+    mixture = density @ weights
+    objective = np.mean(np.log(mixture))
     for _ in range(max_iter):
-        with np.errstate(divide="ignore"):
-            log_r = log_density + np.log(weights)
-        log_r -= logsumexp(log_r, axis=1, keepdims=True)
-        new = np.exp(log_r).mean(axis=0)
-        new /= new.sum()
-        if np.max(np.abs(new - weights)) <= tol:
-            return new
-        weights = new
+        weights = weights * np.mean(density / mixture[:, None], axis=0)
+        weights /= weights.sum()
+        mixture = density @ weights
+        new = np.mean(np.log(mixture))
+        if new - objective <= tol:
+            return weights
+        objective = new
+    warnings.warn(
+        f"stacking_weights: the EM iteration did not converge in max_iter={max_iter} iterations (last gain "
+        f"{new - objective:.2g} nats per row); the weights may be off by a small amount.",
+        ConvergenceWarning, stacklevel=2,
+    )
     return weights
 
 
@@ -165,10 +175,14 @@ def _noise_variance(final):
     if isinstance(final, (BayesianRidge, ARDRegression)):
         return 1.0 / final.alpha_
     if isinstance(final, GaussianProcessRegressor):
-        kernels = [final.kernel_, *final.kernel_.get_params().values()]
-        noise = sum(k.noise_level for k in kernels if isinstance(k, WhiteKernel))
+        # a WhiteKernel added at the top level (k + WhiteKernel, WhiteKernel + k, or alone) is the noise
+        kernel = final.kernel_
+        terms = [kernel.k1, kernel.k2] if isinstance(kernel, Sum) else [kernel]
+        white = [k for k in terms if isinstance(k, WhiteKernel)]
+        if not white:
+            return None
         scale = np.asarray(getattr(final, "_y_train_std", 1.0), dtype=np.float64).ravel()[0]
-        return noise * scale**2
+        return sum(k.noise_level for k in white) * scale**2
     return None
 
 
@@ -222,7 +236,11 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     Parameters
     ----------
     estimators : list of (str, estimator), default=None
-        The members, by name, as in :class:`~sklearn.ensemble.StackingRegressor`.
+        The members, by name, given as to
+        :class:`~sklearn.ensemble.StackingRegressor` (but their parameters
+        are not reached through ``set_params``, and they receive X as the
+        validated float array, so a member cannot select DataFrame columns
+        by name).
         Each needs ``predict(X, return_std=True)``; its density, CDF and
         quantiles are its own where it has ``log_predictive_density``,
         ``predict_cdf`` and ``predict_quantiles`` (the skbayes regressors,
@@ -243,12 +261,14 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         The inner cross-validation whose held-out rows score the members:
         an int k is k-fold (``KFold`` with k folds, shuffled with
         ``random_state``); a splitter or an iterable of
-        (train, test) index arrays is used as it is. Every row should be
-        held out once (as K-fold does): the weights are fitted to the
-        held-out rows.
+        (train, test) index arrays is used as it is (None: unshuffled
+        5-fold). A row may be held out at most once (K-fold; repeated or
+        overlapping test sets are refused): the weights are fitted to the
+        held-out rows, and rows never held out do not count.
     n_jobs : int, default=None
-        Number of jobs fitting the (member, fold) pairs in parallel (joblib;
-        None means 1).
+        Number of jobs fitting the (member, fold) pairs and the refits in
+        parallel (joblib; None means 1). With more than one, the refits'
+        warnings stay in the worker processes.
     random_state : int, RandomState instance or None, default=None
         Seed of the folds' shuffle and of the default members.
 
@@ -269,7 +289,8 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         same rows, under ``"stacked"`` (optimistic: the weights were
         fitted to these rows).
     cv_log_density_ : ndarray of shape (n_samples, n_members)
-        The held-out log density of every row under every member (nats).
+        The held-out log density of every row under every member (nats);
+        NaN for the rows ``cv`` never holds out.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -367,8 +388,8 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         ValueError
             If X or y has NaN/inf, y has several columns, there are fewer
             rows than folds, ``estimators`` is empty, has duplicate names or
-            a member without ``fit``/``predict``, or a member's held-out
-            log density is NaN.
+            a member without ``fit``/``predict``, ``cv`` holds a row out more
+            than once, or a member's held-out log density is NaN.
         """
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
         if y.ndim == 2 and y.shape[1] > 1:
@@ -379,6 +400,12 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         members = self._members(X.shape[0], X.shape[1], seed)
         cv = self._splits(X, y, rng)
         splits = list(cv.split(X, y))
+        held = np.concatenate([np.asarray(test).ravel() for _, test in splits]) if splits else np.empty(0, int)
+        if np.unique(held).size != held.size:
+            raise ValueError(
+                "cv holds some rows out more than once (repeated or overlapping test sets); the stacking weights "
+                "are fitted to one held-out density per row. Use a K-fold splitter."
+            )
         if len(splits) > X.shape[0] or any(len(test) == 0 for _, test in splits):
             raise ValueError(
                 f"cv={self.cv!r} makes {len(splits)} folds, which needs at least {len(splits)} rows; got "
@@ -521,7 +548,10 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     def _predictive_cdf(self, X, y):
         """sum_k w_k F_k(y): the members' CDFs (see ``estimators``)."""
         X = self._validate_X(X)
-        y = check_target_values(y, (X.shape[0],))
+        return self._mixture_cdf(X, check_target_values(y, (X.shape[0],)))
+
+    def _mixture_cdf(self, X, y):
+        """sum_k w_k F_k(y) at validated X and y of shape (n,)."""
         return np.sum(self.weights_[:, None] * np.array([_member_cdf(m, X, y) for m in self.estimators_]), axis=0)
 
     def _predictive_quantiles(self, X, levels):
@@ -532,7 +562,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
             return bounds[0]
 
         def cdf(y):
-            return np.stack([self._predictive_cdf(X, y[:, j]) for j in range(y.shape[1])], axis=1)
+            return np.stack([self._mixture_cdf(X, y[:, j]) for j in range(y.shape[1])], axis=1)
 
         # the mixture's q-quantile lies between its members' q-quantiles
         return bisect_quantile(cdf, levels, bounds.min(axis=0), bounds.max(axis=0), n_bisections=_N_BISECTIONS)

@@ -6,13 +6,16 @@ members' Gaussians combined here by hand; the choice on data where one
 family is the right model.
 """
 
+import warnings
+
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import brentq, minimize
 from scipy.special import logsumexp
 from scipy.stats import norm
 from sklearn.base import BaseEstimator, RegressorMixin, clone
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.linear_model import BayesianRidge, LinearRegression
@@ -204,3 +207,36 @@ def test_several_targets_and_too_few_rows_are_refused(sine):
 def test_predict_before_fit_says_so(sine):
     with pytest.raises(NotFittedError):
         PredictiveStackingRegressor(_members()).predict(sine[2])
+
+
+def test_the_weights_converge_fast_when_one_member_dominates():
+    rng = np.random.RandomState(0)
+    log_density = rng.randn(20_000, 3)
+    log_density[:, 0] += 0.5  # member 0 is the better one on average: the optimum is on the simplex's edge
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        weights = stacking_weights(log_density)
+    objective = np.mean(logsumexp(log_density, axis=1, b=weights[None, :]))
+    assert objective >= np.mean(log_density[:, 0]) - 1e-9  # at least member 0 alone
+
+
+def test_quantiles_of_a_dataframe_fit_do_not_warn_about_feature_names(sine):
+    X, y, X_test, _ = sine
+    frame, frame_test = pd.DataFrame(X, columns=["x"]), pd.DataFrame(X_test[:4], columns=["x"])
+    model = PredictiveStackingRegressor(_members(), random_state=0).fit(frame, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict_interval(frame_test, coverage=0.9)
+
+
+def test_rows_held_out_twice_are_refused(sine):
+    X, y = sine[0], sine[1]
+    splits = [(np.arange(60, 120), np.arange(60)), (np.arange(30, 120), np.arange(30))]
+    with pytest.raises(ValueError, match="more than once"):
+        PredictiveStackingRegressor(_members(), cv=splits).fit(X, y)
+
+
+def test_a_gp_without_a_white_kernel_has_no_noise_split(sine):
+    X, y, X_test, _ = sine
+    model = PredictiveStackingRegressor([("gp", GaussianProcessRegressor(RBF(), alpha=0.05))], cv=2).fit(X, y)
+    assert np.all(np.isnan(model.predict_uncertainty(X_test[:3]).aleatoric_std))
