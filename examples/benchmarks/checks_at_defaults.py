@@ -30,10 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from _common import environment, environment_lines, limit_threads, results_dir, run_saving, save_json, write_atomic  # noqa: E402
+from _common import environment, environment_lines, limit_threads, named_results, run_saving  # noqa: E402
 from discovery import inference_method_classes  # noqa: E402
 
-import numpy as np  # noqa: E402
 from sklearn.datasets import make_regression  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import check_classifiers_train, check_regressors_train  # noqa: E402
@@ -85,17 +84,7 @@ def main(argv=None):
     limit_threads(args.threads)
     report = {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
               "rows": [], "skipped": [], "complete": False}
-    folder = results_dir("defaults")
-
-    def save():
-        if args.out:
-            save_json(folder / f"{args.out}.json", report)
-
-    def finish():
-        text = markdown(report)
-        print("\n" + text)
-        if args.out:
-            write_atomic(folder / f"{args.out}.md", text)
+    save, finish = named_results(report, markdown, args.out, "defaults")
 
     def body():
         X, y = regression_data()

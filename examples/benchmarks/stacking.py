@@ -50,8 +50,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, environment_lines, limit_threads, loadavg, run_saving, save_json, uci_splits, write_atomic,
-    results_dir,
+    environment, environment_lines, limit_threads, loadavg, named_results, run_saving, uci_splits,
 )
 
 from skbayes import PredictiveStackingRegressor  # noqa: E402
@@ -156,17 +155,7 @@ def main(argv=None):
     limit_threads(args.threads)
     report = {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
               "rows": [], "skipped": [], "complete": False}
-    folder = results_dir("stacking")
-
-    def save():
-        if args.out:
-            save_json(folder / f"{args.out}.json", report)
-
-    def finish():
-        text = markdown(report)
-        print("\n" + text)
-        if args.out:
-            write_atomic(folder / f"{args.out}.md", text)
+    save, finish = named_results(report, markdown, args.out, "stacking")
 
     def body():
         sets = [] if args.no_small else [(name, 0, *data) for name, *data in small_sets()]
