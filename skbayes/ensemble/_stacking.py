@@ -18,8 +18,10 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from .._docstrings import fill_doc
 from .._param_validation import N_DRAWS, _fit_context, validate_method_params
 from .._predictive import bisect_quantile
+from ..calibration._regressor import _prediction_step
 from ..base import PredictiveRegressorMixin, check_target_values
 from ..metrics._scorer import _step_with
 
@@ -187,20 +189,18 @@ def _noise_variance(final):
 
 
 def _member_uncertainty(member, X):
-    """(mean, epistemic variance, aleatoric variance) of the member; the two variances NaN where unknown."""
+    """(mean, epistemic variance, aleatoric variance, variance) of the member; the split NaN where unknown."""
     step, Xt = _step_with(member, X, "predict_uncertainty")
     if step is not None:
         result = step.predict_uncertainty(Xt)
-        return (column_or_1d(result.mean).astype(np.float64), column_or_1d(result.epistemic_std) ** 2,
-                column_or_1d(result.aleatoric_std) ** 2)
+        epistemic, aleatoric = column_or_1d(result.epistemic_std) ** 2, column_or_1d(result.aleatoric_std) ** 2
+        return column_or_1d(result.mean).astype(np.float64), epistemic, aleatoric, epistemic + aleatoric
     mean, std = _mean_std(member, X)
-    final = member
-    while hasattr(final, "steps"):
-        final = final.steps[-1][1]
-    noise = _noise_variance(final)
+    noise = _noise_variance(_prediction_step(member)[1])
     if noise is None:
-        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan)
-    return mean, np.maximum(std**2 - noise, 0.0), np.full_like(mean, noise)
+        return mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan), std**2
+    epistemic, aleatoric = np.maximum(std**2 - noise, 0.0), np.full_like(mean, noise)
+    return mean, epistemic, aleatoric, epistemic + aleatoric
 
 
 def _fit_and_score(estimator, X, y, train, test):
@@ -211,6 +211,7 @@ def _fit_and_score(estimator, X, y, train, test):
     return _member_log_density(estimator, X[test], y[test])
 
 
+@fill_doc(target_shape="(n_samples,)", target_mismatch="or y not\none value per row.")
 class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     r"""Stacking of predictive distributions: the mixture of a few regressors' that predicts held-out rows best.
 
@@ -378,10 +379,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
 
-        Returns
-        -------
-        self : object
-            The fitted estimator.
+        %(returns_self)s
 
         Raises
         ------
@@ -453,9 +451,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         (the law of total variance over the members: disagreement between
         the families is model uncertainty); aleatoric sum_k w_k a_k.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
 
         Returns
         -------
@@ -465,26 +461,17 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
             member does not split its variance (see Notes of the class),
             ``std`` always defined.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         X = self._validate_X(X)
-        means, epistemic, aleatoric, variances = [], [], [], []
-        for member in self.estimators_:
-            mean, e, a = _member_uncertainty(member, X)
-            _, std = _mean_std(member, X) if np.isnan(e).any() else (None, np.sqrt(e + a))
-            means.append(mean), epistemic.append(e), aleatoric.append(a), variances.append(std**2)
+        means, epistemic, aleatoric, variances = map(
+            np.array, zip(*(_member_uncertainty(member, X) for member in self.estimators_), strict=True))
         w = self.weights_[:, None]
-        means = np.array(means)
         mean = np.sum(w * means, axis=0)
         spread = np.sum(w * (means - mean) ** 2, axis=0)
-        epistemic_var = np.sum(w * np.array(epistemic), axis=0) + spread
-        aleatoric_var = np.sum(w * np.array(aleatoric), axis=0)
-        total = np.sum(w * np.array(variances), axis=0) + spread
+        epistemic_var = np.sum(w * epistemic, axis=0) + spread
+        aleatoric_var = np.sum(w * aleatoric, axis=0)
+        total = np.sum(w * variances, axis=0) + spread
         return Bunch(mean=mean, std=np.sqrt(total), epistemic_std=np.sqrt(epistemic_var),
                      aleatoric_std=np.sqrt(aleatoric_var))
 
@@ -492,9 +479,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
     def predict(self, X, return_std=False):
         """Mean of the stacked predictive mixture, and optionally its standard deviation.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
+        %(parameters_X)s
         return_std : bool, default=False
             Also return the mixture's standard deviation (noise included).
 
@@ -504,12 +489,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         y_std : ndarray of shape (n_samples,)
             Only returned when ``return_std`` is True.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         if not return_std:
             X = self._validate_X(X)
@@ -523,22 +503,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         log sum_k w_k p_k(y_i | x_i), each member's own density (see
         ``estimators``), in the units of y.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-
-        Returns
-        -------
-        log_density : ndarray of shape (n_samples,)
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X or y has NaN/inf, X the wrong number of features, or y not
-            one value per row.
+        %(log_predictive_density_sections)s
         """
         X = self._validate_X(X)
         y = check_target_values(y, (X.shape[0],))
@@ -589,12 +554,7 @@ class PredictiveStackingRegressor(PredictiveRegressorMixin, RegressorMixin, Meta
         y_samples : ndarray of shape (n_samples_X, n_samples)
             In the units of y.
 
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before ``fit``.
-        ValueError
-            If X has NaN/inf or the wrong number of features.
+        %(predict_raises)s
         """
         X = self._validate_X(X)
         rng = check_random_state(random_state)
