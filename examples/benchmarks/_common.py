@@ -217,6 +217,17 @@ def environment_sentence(report):
     )
 
 
+def rows_report(argv):
+    """The results dict of a script that appends one row per measurement: ``argv``, environment, rows.
+
+    ``argv`` is the script's ``main(argv)`` argument (None: ``sys.argv[1:]``);
+    ``skipped`` and ``complete`` are filled by :func:`uci_splits` and
+    :func:`run_saving`.
+    """
+    return {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
+            "rows": [], "skipped": [], "complete": False}
+
+
 def named_results(report, markdown, out, topic):
     """``(save, finish)`` for :func:`run_saving` of a script with ``--out NAME``.
 

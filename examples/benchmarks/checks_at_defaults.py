@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from _common import environment, environment_lines, limit_threads, named_results, run_saving  # noqa: E402
+from _common import environment_lines, limit_threads, named_results, rows_report, run_saving  # noqa: E402
 from discovery import inference_method_classes  # noqa: E402
 
 from sklearn.datasets import make_regression  # noqa: E402
@@ -82,8 +82,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     limit_threads(args.threads)
-    report = {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
-              "rows": [], "skipped": [], "complete": False}
+    report = rows_report(argv)
     save, finish = named_results(report, markdown, args.out, "defaults")
 
     def body():

@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, environment_lines, limit_threads, loadavg, named_results, run_saving, uci_splits,
+    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving,
 )
-from stacking import scores, small_sets  # noqa: E402
+from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -59,21 +59,16 @@ def markdown(report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--uci", nargs="*", default=["boston", "concrete", "energy", "wine"])
-    parser.add_argument("--splits", type=int, default=3)
-    parser.add_argument("--data-home", default=None)
+    add_set_arguments(parser)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     limit_threads(args.threads)
-    report = {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
-              "rows": [], "skipped": [], "complete": False}
+    report = rows_report(argv)
     save, finish = named_results(report, markdown, args.out, "stacking")
 
     def body():
-        sets = [(name, 0, *data) for name, *data in small_sets()]
-        for name, split, X_train, X_test, y_train, y_test in [*sets, *uci_splits(args.uci, args.splits,
-                                                                                   args.data_home, report["skipped"])]:
+        for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

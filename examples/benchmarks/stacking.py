@@ -50,7 +50,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment, environment_lines, limit_threads, loadavg, named_results, run_saving, uci_splits,
+    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving, uci_splits,
 )
 
 from skbayes import PredictiveStackingRegressor  # noqa: E402
@@ -77,6 +77,22 @@ def small_sets():
     X = rng.uniform(-2, 2, (300, 5))
     y = np.sin(X).sum(axis=1) + 0.5 * X[:, 0] * X[:, 1] + 0.02 * rng.randn(300)
     yield ("smooth_noise_free", *train_test_split(X, y, test_size=0.25, random_state=0))
+
+
+def add_set_arguments(parser):
+    """The options choosing the sets: ``--uci``, ``--splits``, ``--no-small``, ``--data-home``."""
+    parser.add_argument("--uci", nargs="*", default=["boston", "concrete", "energy", "wine"])
+    parser.add_argument("--splits", type=int, default=3)
+    parser.add_argument("--no-small", action="store_true", help="Skip the synthetic and scikit-learn sets.")
+    parser.add_argument("--data-home", default=None)
+
+
+def benchmark_sets(args, skipped):
+    """(name, split, X_train, X_test, y_train, y_test) of the small sets, then of the UCI splits, one at a time."""
+    if not args.no_small:
+        for name, *data in small_sets():
+            yield (name, 0, *data)
+    yield from uci_splits(args.uci, args.splits, args.data_home, skipped)
 
 
 def scores(model, X_test, y_test, seconds):
@@ -145,22 +161,16 @@ def markdown(report):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--uci", nargs="*", default=["boston", "concrete", "energy", "wine"])
-    parser.add_argument("--splits", type=int, default=3)
-    parser.add_argument("--no-small", action="store_true", help="Skip the synthetic and scikit-learn sets.")
-    parser.add_argument("--data-home", default=None)
+    add_set_arguments(parser)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None, help="Name of the results files (results/stacking/NAME.json/.md).")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
-    report = {"argv": sys.argv[1:] if argv is None else list(argv), "environment": environment(),
-              "rows": [], "skipped": [], "complete": False}
+    report = rows_report(argv)
     save, finish = named_results(report, markdown, args.out, "stacking")
 
     def body():
-        sets = [] if args.no_small else [(name, 0, *data) for name, *data in small_sets()]
-        for name, split, X_train, X_test, y_train, y_test in [*sets, *uci_splits(args.uci, args.splits,
-                                                                                   args.data_home, report["skipped"])]:
+        for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):
             row = {"set": name, "split": split, **run_one(X_train, X_test, y_train, y_test)}
             report["rows"].append(row)
             print(f"{name} {split}: stacked {row['stacked']['log_likelihood']:.3f}, gap {row['gap_to_best_member']:+.3f}, "
