@@ -4,13 +4,13 @@ import time
 import warnings
 from numbers import Integral, Real
 
-import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._param_validation import Interval, _fit_context
 from ..ensemble._stacking import EXACT_GP_MAX_ROWS, exact_gaussian_process
+from .report import classification_scores, regression_scores
 
 
 class NGBoostPaperProtocol(RegressorMixin, BaseEstimator):
@@ -151,9 +151,6 @@ def baseline_metrics(model, estimator, train, test, y_test, coverage):
         ``interval_width``; classification: ``log_likelihood``,
         ``accuracy``, ``calibration_error``), and ``fit_seconds``.
     """
-    from sklearn.metrics import accuracy_score, log_loss
-
-    from ..metrics import expected_calibration_error, interval_coverage, mean_interval_width
     from ..metrics._scorer import _central_interval, _mean_log_predictive_density
 
     pipeline = clone(model["pipeline"]).set_params(estimator=estimator)
@@ -166,20 +163,11 @@ def baseline_metrics(model, estimator, train, test, y_test, coverage):
     seconds = time.perf_counter() - start
     if model["task"] == "regression":
         lower, upper = _central_interval(pipeline, X_test, coverage)
-        metrics = {
-            "log_likelihood": float(_mean_log_predictive_density(pipeline, X_test, y_test)),
-            "rmse": float(np.sqrt(np.mean((y_test - pipeline.predict(X_test)) ** 2))),
-            "coverage": interval_coverage(y_test, lower, upper),
-            "interval_width": mean_interval_width(lower, upper),
-        }
+        metrics = regression_scores(y_test, _mean_log_predictive_density(pipeline, X_test, y_test),
+                                    pipeline.predict(X_test), lower, upper)
     else:
-        proba = pipeline.predict_proba(X_test)
-        classes = list(pipeline.classes_)
-        metrics = {
-            "log_likelihood": -float(log_loss(y_test, proba, labels=classes)),
-            "accuracy": float(accuracy_score(y_test, pipeline.predict(X_test))),
-            "calibration_error": expected_calibration_error(y_test, proba, labels=classes),
-        }
+        metrics = classification_scores(y_test, pipeline.predict_proba(X_test), pipeline.predict(X_test),
+                                        list(pipeline.classes_))
     metrics["fit_seconds"] = seconds
     return metrics
 

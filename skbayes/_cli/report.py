@@ -184,41 +184,81 @@ def evaluate_table(model, frame, *, coverage=0.95, source="TABLE"):
         has missing values, is not numeric (regression) or holds classes
         not seen in fit.
     """
-    from sklearn.metrics import accuracy_score, log_loss
-
-    from ..metrics import (
-        expected_calibration_error,
-        interval_coverage,
-        mean_interval_width,
-        regression_calibration_error,
-    )
+    from ..metrics import regression_calibration_error
     from ..metrics._scorer import _mean_log_predictive_density
 
     y = _target_of(model, frame, source)
     predictions = predict_table(model, frame, coverage=coverage, source=source)
     if model["task"] == "regression":
         mean, std = predictions["mean"].to_numpy(), predictions["std"].to_numpy()
-        lower, upper = predictions["lower"].to_numpy(), predictions["upper"].to_numpy()
         X = frame[model["features"]]
-        metrics = {
-            "log_likelihood": float(_mean_log_predictive_density(model["pipeline"], X, y)),
-            "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
-            "coverage": interval_coverage(y, lower, upper),
-            "interval_width": mean_interval_width(lower, upper),
-            "calibration_error": regression_calibration_error(y, mean, y_std=std, method="central"),
-        }
+        metrics = regression_scores(y, _mean_log_predictive_density(model["pipeline"], X, y), mean,
+                                    predictions["lower"].to_numpy(), predictions["upper"].to_numpy())
+        metrics["calibration_error"] = regression_calibration_error(y, mean, y_std=std, method="central")
     else:
         classes = model["classes"]
         proba = predictions[[f"proba_{c}" for c in classes]].to_numpy()
-        metrics = {
-            "log_likelihood": -float(log_loss(y, proba, labels=classes)),
-            "accuracy": float(accuracy_score(y, predictions["prediction"].to_numpy())),
-            "calibration_error": expected_calibration_error(y, proba, labels=classes),
-        }
+        metrics = classification_scores(y, proba, predictions["prediction"].to_numpy(), classes)
         for name in ("predictive_entropy", "mutual_information"):
             if name in predictions:
                 metrics[f"mean_{name}"] = float(predictions[name].mean())
     return metrics, predictions, y
+
+
+def regression_scores(y, log_likelihood, mean, lower, upper):
+    """evaluate's scores of a regressor's predictions: the ones its baselines have too.
+
+    Parameters
+    ----------
+    y, mean, lower, upper : ndarray of shape (n_rows,)
+        Targets, predictive means and the central interval's bounds (units of y).
+    log_likelihood : float
+        The mean log predictive density of y (nats per row).
+
+    Returns
+    -------
+    metrics : dict of str to float
+        ``log_likelihood``, ``rmse``, ``coverage``
+        (:func:`~skbayes.metrics.interval_coverage`) and ``interval_width``
+        (:func:`~skbayes.metrics.mean_interval_width`).
+    """
+    from ..metrics import interval_coverage, mean_interval_width
+
+    return {
+        "log_likelihood": float(log_likelihood),
+        "rmse": float(np.sqrt(np.mean((y - mean) ** 2))),
+        "coverage": interval_coverage(y, lower, upper),
+        "interval_width": mean_interval_width(lower, upper),
+    }
+
+
+def classification_scores(y, proba, prediction, classes):
+    """evaluate's scores of a classifier's predictions: the ones its baselines have too.
+
+    Parameters
+    ----------
+    y, prediction : ndarray of shape (n_rows,)
+        True and predicted classes.
+    proba : ndarray of shape (n_rows, n_classes)
+        Class probabilities, columns in the order of ``classes``.
+    classes : list
+
+    Returns
+    -------
+    metrics : dict of str to float
+        ``log_likelihood`` (minus :func:`sklearn.metrics.log_loss`),
+        ``accuracy`` and ``calibration_error``
+        (:func:`~skbayes.metrics.expected_calibration_error`).
+    """
+    from sklearn.metrics import accuracy_score, log_loss
+
+    from ..metrics import expected_calibration_error
+
+    return {
+        "log_likelihood": -float(log_loss(y, proba, labels=classes)),
+        "accuracy": float(accuracy_score(y, prediction)),
+        "calibration_error": expected_calibration_error(y, proba, labels=classes),
+    }
 
 
 def format_metrics(metrics, task, coverage):
