@@ -184,11 +184,14 @@ def _method(method, method_params, params, cls):
     them); with the earlier API, where the estimator held them, they stay.
     So does ``n_mc_predict``, the weight draws at prediction: onto the methods
     that draw weights, dropped for those with members (``SGHMC``,
-    ``DeepEnsemble``), which predicted with all of them and ignored it.
+    ``DeepEnsemble``), which predicted with all of them and ignored it. A
+    method with a ``prior_scaling`` gets None, the prior of the references.
     """
     import skbayes.inference
 
     method_cls = getattr(skbayes.inference, _NEW_METHODS[method])
+    if _has_param(method_cls, "prior_scaling"):  # the prior when the references were written: N(0, prior_scale^2)
+        method_params = {"prior_scaling": None, **method_params}
     if "n_weight_draws" in method_params and not _has_param(method_cls, "n_weight_draws"):
         method_params = {**method_params}
         method_params["n_mc_train"] = method_params.pop("n_weight_draws")  # renamed: one name for the training draws

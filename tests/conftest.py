@@ -6,7 +6,7 @@ import pytest
 # Test modules whose tests are independent of each other and many (scikit-learn's estimator checks):
 # under pytest-xdist they spread over all workers; every other module runs on one worker, so that its
 # module- and session-scoped fixtures (fitted models, the documentation build) are computed once.
-_SPREAD_MODULES = {"test_common.py"}
+_SPREAD_MODULES = {"test_common.py", "test_quality_at_defaults.py"}
 
 
 def pytest_configure(config):

@@ -159,8 +159,9 @@ def warn_if_collapsed(estimator, X, y, classification, kl=None):
         f"{type(estimator).__name__}(inference={method}): the posterior has collapsed onto (or never left) the "
         f"prior: the fit explains little of a signal a linear model finds; its "
         f"{measure} on the training rows is {fit_score:.2f}, a linear model's on held-out rows "
-        f"{linear_score:.2f}{kl_text}. The KL term outweighs what fitting would gain: try a narrower prior "
-        "(prior_scale below its default, e.g. 0.3) or fewer weights (hidden_layer_sizes), or "
+        f"{linear_score:.2f}{kl_text}. The KL term outweighs what fitting would gain: try Gaussian noise "
+        "(noise='homoscedastic'; heavy tails call the signal noise), the method's prior_scaling='fan_in', a "
+        "narrower prior (prior_scale below its default, e.g. 0.3) or fewer weights (hidden_layer_sizes), or "
         "inference='sghmc' or 'ensemble'.",
         ConvergenceWarning,
         stacklevel=2,

@@ -12,7 +12,7 @@ from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["BayesByHypernet"]
 
@@ -36,6 +36,7 @@ def implicit_mlp(method, n_features, n_outputs, settings, factory, discriminator
         noise_dim=method.noise_dim,
         generator_hidden_sizes=tuple(hidden_layer_sizes(method.generator_hidden_sizes, "a linear generator")),
         discriminator_hidden_sizes=discriminator_hidden_sizes,
+        prior_scaling=getattr(method, "prior_scaling", None),
         **factory,
     )
     return network.to(factory["device"])
@@ -48,7 +49,8 @@ def same_generators(method, network):
     hidden = tuple(hidden_layer_sizes(method.generator_hidden_sizes, "a linear generator"))
     first = network.layers[0]
     widths = tuple(layer.out_features for layer in first.generator_net.layers[:-1])
-    return first.noise_dim == method.noise_dim and widths == hidden
+    same_prior = network.prior_scaling == getattr(method, "prior_scaling", None)
+    return first.noise_dim == method.noise_dim and widths == hidden and same_prior
 
 
 @method_doc()
@@ -107,6 +109,7 @@ class BayesByHypernet(InferenceMethod):
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
+    %(prior_scaling_parameter)s
 
     References
     ----------
@@ -123,11 +126,13 @@ class BayesByHypernet(InferenceMethod):
     """
 
     collapse_guard = True
+    auto_noise = "homoscedastic"
 
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
         **PREDICT_CONSTRAINTS,
+        **PRIOR_SCALING_CONSTRAINTS,
         "noise_dim": _POSITIVE,
         "generator_hidden_sizes": _WIDTHS,
         "n_mc_train": _AT_LEAST_2,
@@ -138,7 +143,7 @@ class BayesByHypernet(InferenceMethod):
     def __init__(
         self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0, *,
         learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
-        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling=None,
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes
@@ -154,6 +159,7 @@ class BayesByHypernet(InferenceMethod):
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.n_mc_predict = n_mc_predict
+        self.prior_scaling = prior_scaling
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return implicit_mlp(self, n_features, n_outputs, settings, factory)

@@ -55,6 +55,10 @@ STOPPING_CONSTRAINTS = {
 # members), validated and documented once; each such method lists ``n_mc_predict=100`` in its signature.
 PREDICT_CONSTRAINTS = {"n_mc_predict": [Interval(Integral, 1, None, closed="left")]}
 
+# The variational methods' per-layer prior scale (skbayes.nn.functional.layer_prior_scale), validated and
+# documented once; each such method lists ``prior_scaling`` in its signature with the default measured for it.
+PRIOR_SCALING_CONSTRAINTS = {"prior_scaling": [StrOptions({"fan_in"}), None]}
+
 _LOOP_DOC = {
     "adam_parameters": """\
 learning_rate_init : float, default=3e-3
@@ -75,6 +79,16 @@ n_iter_no_change : int or "auto", default="auto"
     ``"auto"``: 10 for classification, 50 for regression.
 tol : float, default=1e-4
     Minimum improvement of the per-datum loss (or validation score).""",
+    "prior_scaling_parameter": """\
+prior_scaling : {"fan_in"} or None, default=%(prior_scaling_default)s
+    The prior of the weights and biases of a layer with ``fan_in`` inputs:
+    N(0, prior_scale^2 / fan_in) (``"fan_in"``, Neal 1996's scaling: the
+    prior over functions stays the same when the layers widen), or
+    N(0, prior_scale^2) whatever the width (None, the prior of the
+    sampling methods and the ensembles). The default is the one measured
+    best for the method on the small sets and UCI splits of
+    ``examples/benchmarks/vi_defaults.py`` (doc/defaults.md, "The
+    variational methods' defaults").""",
     "predict_parameters": """\
 n_mc_predict : int, default=100
     Monte-Carlo weight draws from the fitted posterior averaged at
@@ -91,15 +105,18 @@ n_mc_predict : int, default=100
 def method_doc(epoch="passes over the training rows"):
     """Class decorator inserting the loop settings' entries into an inference method's docstring.
 
-    ``%(adam_parameters)s``, ``%(stopping_parameters)s`` and
-    ``%(predict_parameters)s`` are replaced;
-    the default of ``max_iter`` is read from the class's signature and
+    ``%(adam_parameters)s``, ``%(stopping_parameters)s``,
+    ``%(predict_parameters)s`` and ``%(prior_scaling_parameter)s`` are replaced;
+    the defaults of ``max_iter`` and ``prior_scaling`` are read from the class's signature and
     ``epoch`` says what one iteration is.
     """
 
     def decorate(cls):
-        max_iter = inspect.signature(cls.__init__).parameters["max_iter"].default
-        return fill_doc(**_LOOP_DOC, max_iter_default=repr(max_iter), epoch=epoch)(cls)
+        parameters = inspect.signature(cls.__init__).parameters
+        max_iter = parameters["max_iter"].default
+        prior_scaling = parameters["prior_scaling"].default if "prior_scaling" in parameters else None
+        return fill_doc(**_LOOP_DOC, max_iter_default=repr(max_iter), prior_scaling_default="None" if prior_scaling is None else f'"{prior_scaling}"',
+                        epoch=epoch)(cls)
 
     return decorate
 

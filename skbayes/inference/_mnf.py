@@ -10,7 +10,7 @@ import torch
 from .._param_validation import Interval, StrOptions
 from ..nn import MNFMLP
 from ._base import InferenceMethod
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["MNF"]
@@ -69,6 +69,7 @@ class MNF(InferenceMethod):
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
+    %(prior_scaling_parameter)s
 
     References
     ----------
@@ -84,11 +85,13 @@ class MNF(InferenceMethod):
     """
 
     collapse_guard = True
+    auto_noise = "homoscedastic"
 
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
         **PREDICT_CONSTRAINTS,
+        **PRIOR_SCALING_CONSTRAINTS,
         "flow": [StrOptions({"planar", "realnvp"})],
         "n_flows": [Interval(Integral, 0, None, closed="left")],
         "n_flows_reverse": [Interval(Integral, 0, None, closed="left")],
@@ -101,7 +104,7 @@ class MNF(InferenceMethod):
     def __init__(
         self, flow="planar", n_flows=2, n_flows_reverse=2, hidden_size=50, posterior_init_scale=1e-3, n_mc_train=1,
         kl_warmup_epochs=0, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
-        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling=None,
     ):
         self.flow = flow
         self.n_flows = n_flows
@@ -119,6 +122,7 @@ class MNF(InferenceMethod):
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.n_mc_predict = n_mc_predict
+        self.prior_scaling = prior_scaling
 
     def _flow_settings(self):
         return {
@@ -130,7 +134,7 @@ class MNF(InferenceMethod):
         network = MNFMLP(
             n_features, settings.hidden_layer_sizes, n_outputs, activation=settings.activation,
             prior_scale=settings.prior_scale, posterior_init_scale=self.posterior_init_scale,
-            **self._flow_settings(), generator=generator, device=device, dtype=dtype,
+            prior_scaling=self.prior_scaling, **self._flow_settings(), generator=generator, device=device, dtype=dtype,
         )
         return network.to(device)
 

@@ -5,7 +5,7 @@ import torch
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]
@@ -47,6 +47,7 @@ class Vadam(InferenceMethod):
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
+    %(prior_scaling_parameter)s
 
     References
     ----------
@@ -56,14 +57,17 @@ class Vadam(InferenceMethod):
     """
 
     collapse_guard = True
+    auto_noise = "homoscedastic"
 
     _parameter_constraints = {
-        **ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, "init": _INIT, "n_mc_train": _N_MC_TRAIN,
+        **ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, **PRIOR_SCALING_CONSTRAINTS, "init": _INIT,
+        "n_mc_train": _N_MC_TRAIN,
     }
 
     def __init__(
         self, init="default", n_mc_train=1, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
         early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
+        prior_scaling="fan_in",
     ):
         self.init = init
         self.n_mc_train = n_mc_train
@@ -76,20 +80,23 @@ class Vadam(InferenceMethod):
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.n_mc_predict = n_mc_predict
+        self.prior_scaling = prior_scaling
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         # The mean-field network of MeanFieldVI at its default initial scale;
         # Vadam overwrites the variances with the prior's.
-        return bayesian_mlp("mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=1e-3)
+        return bayesian_mlp(
+            "mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=1e-3, prior_scaling=self.prior_scaling
+        )
 
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]
         if not context.warm_start:
             initialize_mean_field(self.init, module, X, Y, settings, context.generator)
         n_data, n_mc, generator = context.n_data, self.n_mc_train, context.generator
-        # q starts at the prior's precision, the means from ``init``; a warm
-        # start continues from the fitted sigma.
-        initial_precision = None if context.warm_start else 1.0 / settings.prior_scale**2
+        # q starts at each layer's prior precision, the means from ``init``; a
+        # warm start continues from the fitted sigma.
+        initial_precision = None if context.warm_start else "prior"
         optimizers = [
             VadamOptimizer(
                 network,

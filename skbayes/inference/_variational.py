@@ -8,7 +8,7 @@ from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 
@@ -23,7 +23,7 @@ def bayesian_mlp(kind, n_features, n_outputs, settings, factory, **layer_options
     ``kind`` is ``"mfvi"`` (mean-field layers) or ``"mc_dropout"`` (dropout
     layers); ``factory`` holds ``generator``, ``device`` and ``dtype``;
     ``layer_options`` the layers' own settings (``posterior_init_scale`` or
-    ``dropout_rate``).
+    ``dropout_rate``) and the method's ``prior_scaling``.
     """
     layers = {"activation": settings.activation, "prior_scale": settings.prior_scale, **layer_options}
     network = BayesianMLP(n_features, settings.hidden_layer_sizes, n_outputs, inference=kind, **layers, **factory)
@@ -87,6 +87,7 @@ class MeanFieldVI(InferenceMethod):
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
+    %(prior_scaling_parameter)s
 
     References
     ----------
@@ -104,11 +105,13 @@ class MeanFieldVI(InferenceMethod):
     """
 
     collapse_guard = True
+    auto_noise = "homoscedastic"
 
     _parameter_constraints = {
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
         **PREDICT_CONSTRAINTS,
+        **PRIOR_SCALING_CONSTRAINTS,
         "posterior_init_scale": [Interval(Real, 0, None, closed="neither")],
         "init": _INIT,
         "n_mc_train": _N_MC_TRAIN,
@@ -118,7 +121,7 @@ class MeanFieldVI(InferenceMethod):
     def __init__(
         self, posterior_init_scale=1e-3, init="default", n_mc_train=1, kl_warmup_epochs=0, *, learning_rate_init=3e-3,
         beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
-        n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
+        n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling=None,
     ):
         self.posterior_init_scale = posterior_init_scale
         self.init = init
@@ -133,10 +136,12 @@ class MeanFieldVI(InferenceMethod):
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.n_mc_predict = n_mc_predict
+        self.prior_scaling = prior_scaling
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp(
-            "mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=self.posterior_init_scale
+            "mfvi", n_features, n_outputs, settings, factory, posterior_init_scale=self.posterior_init_scale,
+            prior_scaling=self.prior_scaling,
         )
 
     def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
@@ -150,6 +155,7 @@ class MeanFieldVI(InferenceMethod):
             settings.module(seed, n_features, n_outputs, device, dtype),
             prior_scale=settings.prior_scale,
             posterior_init_scale=self.posterior_init_scale,
+            prior_scaling=self.prior_scaling,
         )
         return BayesianModuleNetwork(
             module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale

@@ -66,11 +66,14 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     ----------
     %(shared_parameters)s
     noise : {"auto", "homoscedastic", "heteroscedastic", "student_t"}, default="auto"
-        The observation noise model p(y | f). ``"auto"`` is ``"student_t"``
-        for every inference method that fits it and ``"homoscedastic"`` for
-        ``PBP`` (the default's choice: measured with ``SGHMC`` on the UCI
-        benchmark, Student-t noise gave a higher test log-likelihood than
-        Gaussian noise on every dataset tried, see the user guide):
+        The observation noise model p(y | f). ``"auto"`` is the inference
+        method's ``auto_noise``: ``"student_t"`` for ``SGHMC``, the
+        ensembles, MC dropout, ``WHVI`` and ``BayesByGAN`` (measured with
+        ``SGHMC`` on the UCI benchmark, Student-t noise gave a higher test
+        log-likelihood than Gaussian noise on every dataset tried, see the
+        user guide), ``"homoscedastic"`` for ``MeanFieldVI``, ``Vadam``,
+        ``MNF`` and ``BayesByHypernet`` (heavy tails let their posteriors
+        relax onto the prior and call the signal noise) and for ``PBP``:
 
         - ``"homoscedastic"``: Gaussian, one noise level per output;
         - ``"heteroscedastic"``: Gaussian with a noise level per row: the
@@ -211,7 +214,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         if self.noise != "auto":
             return self.noise
         method = resolve_inference(self.inference) if method is None else method
-        return "student_t" if "student_t" in method.noise_models else "homoscedastic"
+        return method.auto_noise if method.auto_noise in method.noise_models else "homoscedastic"
 
     def _network_width(self, n_outputs):
         return NOISE_MODELS[self._noise_model()].output_width(n_outputs)

@@ -36,6 +36,8 @@ __all__ = [
     "feed_forward",
     "gaussian_log_prob",
     "inverse_softplus",
+    "layer_prior_scale",
+    "PRIOR_SCALINGS",
     "relu_moments",
     "relu_moments_backward",
     "relu_moments_forward",
@@ -54,6 +56,10 @@ ACTIVATIONS = {
     "logistic": torch.sigmoid,
     "identity": lambda x: x,
 }
+
+
+#: The values of ``prior_scaling`` besides None (:func:`layer_prior_scale`).
+PRIOR_SCALINGS = ("fan_in",)
 
 
 def inverse_softplus(x):
@@ -223,6 +229,49 @@ def dropout_weight_decay(tensor, prior_scale, rate=0.0):
     penalty : torch.Tensor, scalar
     """
     return 0.5 * (1.0 / prior_scale**2) / (1.0 - rate) * tensor.pow(2).sum()
+
+
+def layer_prior_scale(prior_scale, fan_in, scaling=None):
+    r"""Standard deviation of the Gaussian prior on the weights and bias of a layer with ``fan_in`` inputs.
+
+    With ``scaling=None`` every weight and bias has the prior N(0, s^2)
+    whatever the layer's width, so the prior variance of a pre-activation
+    grows with the number of inputs (N(0, 1) weights on a layer of 50 inputs
+    give pre-activations of about 50 times the inputs' variance). With
+    ``scaling="fan_in"`` the layer's prior is N(0, s^2 / fan_in), which keeps
+    the prior over functions the same when the layers widen: Neal (1996,
+    section 2.2)'s scaling of the hidden-to-output weights, and the 1/fan-in
+    prior variance of Rossi (2022, eq. 3.1, the "standard parameterisation"
+    of the layer f_l = W_l a(f_{l-1}) / sqrt(D_{l-1}) + b_l). The bias shares
+    its layer's scale (the weight of a constant input), so one number per
+    layer serves the layers that keep weights and bias in one tensor.
+
+    Parameters
+    ----------
+    prior_scale : float
+        The network's prior scale s (> 0).
+    fan_in : int
+        Inputs per output unit: ``in_features`` of a linear layer,
+        ``in_channels / groups`` times the kernel area of a convolution.
+    scaling : {"fan_in"} or None, default=None
+        None: s; ``"fan_in"``: s / sqrt(fan_in).
+
+    Returns
+    -------
+    scale : float
+
+    Raises
+    ------
+    ValueError
+        On an unknown ``scaling`` or a ``fan_in`` below 1.
+    """
+    if scaling is None:
+        return float(prior_scale)
+    if scaling not in PRIOR_SCALINGS:
+        raise ValueError(f"Unknown prior scaling {scaling!r}; choose one of {PRIOR_SCALINGS} or None.")
+    if not fan_in >= 1:
+        raise ValueError(f"fan_in must be at least 1; got {fan_in!r}.")
+    return float(prior_scale) / math.sqrt(fan_in)
 
 
 def feed_forward(x, layers, activation="relu", apply=None):

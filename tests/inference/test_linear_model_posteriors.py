@@ -79,11 +79,12 @@ def test_whvi_with_no_hidden_layer_and_a_mean_field_last_layer_is_mean_field_vi(
     # The construction: with no hidden layer the only layer is the last one,
     # mean-field, built from the same generator as MeanFieldVI's, and both
     # train the default negative ELBO; so the fits are the same, bit for bit
-    # (the comparison with the exact posterior is MeanFieldVI's test).
+    # (the comparison with the exact posterior is MeanFieldVI's test). WHVI's
+    # last layer has the N(0, prior_scale^2) prior: MeanFieldVI's prior_scaling=None.
     X, y, X_test = make_blr_data(n_samples=30, random_state=0)
     fits = [
         BayesianMLPRegressor(hidden_layer_sizes=(), inference=with_loop(method, max_iter=30), random_state=3, noise="homoscedastic").fit(X, y)
-        for method in (WHVI(), MeanFieldVI())
+        for method in (WHVI(), MeanFieldVI(prior_scaling=None))
     ]
     network = fits[0].module_["network"]
     assert isinstance(network, WHVIMLP) and len(network.layers) == 1

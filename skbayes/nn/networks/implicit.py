@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..divergences import discriminator_kl, discriminator_loss, knn_kl
-from ..functional import standard_normal
+from ..functional import layer_prior_scale, standard_normal
 from ..layers.implicit import ImplicitLinear, parameters_from_slices
 from .mlp import MLP, BayesianLayerStack
 
@@ -101,6 +101,11 @@ class ImplicitMLP(BayesianLayerStack):
     discriminator_hidden_sizes : list of tuple of int or None, default=None
         Hidden widths of each layer's :class:`SliceDiscriminator` (one tuple
         per layer), for :meth:`kl_discriminator`; None builds none.
+    prior_scaling : {"fan_in"} or None, default=None
+        None: the prior N(0, prior_scale^2) on every weight and bias;
+        ``"fan_in"``: N(0, prior_scale^2 / fan_in) on a layer with
+        ``fan_in`` inputs (:func:`skbayes.nn.functional.layer_prior_scale`),
+        the scales in ``layer_prior_scales``.
     generator : torch.Generator, optional
         Source of the initial weights of the generators and discriminators.
     device, dtype : optional
@@ -108,7 +113,8 @@ class ImplicitMLP(BayesianLayerStack):
 
     def __init__(
         self, n_features, hidden_layer_sizes, n_outputs, *, activation="relu", prior_scale=1.0, noise_dim=10,
-        generator_hidden_sizes=(32, 64), discriminator_hidden_sizes=None, generator=None, device=None, dtype=None,
+        generator_hidden_sizes=(32, 64), discriminator_hidden_sizes=None, prior_scaling=None, generator=None,
+        device=None, dtype=None,
     ):
         super().__init__()
         sizes = [n_features, *hidden_layer_sizes, n_outputs]
@@ -119,6 +125,8 @@ class ImplicitMLP(BayesianLayerStack):
         )
         self.activation = activation
         self.prior_scale = float(prior_scale)
+        self.prior_scaling = prior_scaling
+        self.layer_prior_scales = [layer_prior_scale(prior_scale, n_in, prior_scaling) for n_in in sizes[:-1]]
         self.discriminators = None
         if discriminator_hidden_sizes is not None:
             self.discriminators = nn.ModuleList(
@@ -131,12 +139,12 @@ class ImplicitMLP(BayesianLayerStack):
         return [layer.slice_draws(n_draws, generator) for layer in self.layers]
 
     def prior_slice_draws(self, n_draws, generator=None):
-        """Per layer, ``n_draws`` draws of its slices from the N(0, prior_scale^2) prior."""
+        """Per layer, ``n_draws`` draws of its slices from the prior, N(0, ``layer_prior_scales[l]^2``)."""
         draws = []
-        for layer in self.layers:
+        for layer, scale in zip(self.layers, self.layer_prior_scales):
             reference = layer.generator_net.layers[0].weight
             shape = (n_draws, layer.out_features, layer.in_features + 1)
-            draws.append(self.prior_scale * standard_normal(shape, reference, generator))
+            draws.append(scale * standard_normal(shape, reference, generator))
         return draws
 
     def forward_slices(self, x, slices):

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .._mlp import MLP
-from ..functional import feed_forward
+from ..functional import feed_forward, layer_prior_scale
 from ..layers import DropoutLinear, MeanFieldLinear
 
 __all__ = ["MLP", "BayesianLayerStack", "BayesianMLP", "forward_with_parameters"]
@@ -131,7 +131,12 @@ class BayesianMLP(BayesianLayerStack):
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Non-linearity after each hidden layer.
     prior_scale : float, default=1.0
-        Standard deviation of the Gaussian prior on each weight.
+        Standard deviation of the Gaussian prior on each weight (of a layer
+        with one input under ``prior_scaling="fan_in"``).
+    prior_scaling : {"fan_in"} or None, default=None
+        None: the prior N(0, prior_scale^2) on every weight and bias;
+        ``"fan_in"``: N(0, prior_scale^2 / fan_in) on those of a layer with
+        ``fan_in`` inputs (:func:`skbayes.nn.functional.layer_prior_scale`).
     posterior_init_scale : float, default=1e-3
         Initial posterior standard deviation (``"mfvi"`` only).
     dropout_rate : float, default=0.01
@@ -144,7 +149,7 @@ class BayesianMLP(BayesianLayerStack):
     Raises
     ------
     ValueError
-        On an unknown ``inference``.
+        On an unknown ``inference`` or ``prior_scaling``.
     """
 
     def __init__(
@@ -156,6 +161,7 @@ class BayesianMLP(BayesianLayerStack):
         inference="mfvi",
         activation="relu",
         prior_scale=1.0,
+        prior_scaling=None,
         posterior_init_scale=1e-3,
         dropout_rate=0.01,
         generator=None,
@@ -174,7 +180,7 @@ class BayesianMLP(BayesianLayerStack):
         else:
             raise ValueError(f"Unknown inference {inference!r}.")
         self.layers = nn.ModuleList(
-            layer_cls(n_in, n_out, prior_scale=prior_scale, **extra, **factory)
+            layer_cls(n_in, n_out, prior_scale=layer_prior_scale(prior_scale, n_in, prior_scaling), **extra, **factory)
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation

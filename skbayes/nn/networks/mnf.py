@@ -8,6 +8,7 @@ References
 
 from torch import nn
 
+from ..functional import layer_prior_scale
 from ..layers import MNFLinear
 from .mlp import BayesianLayerStack
 
@@ -36,6 +37,9 @@ class MNFMLP(BayesianLayerStack):
     prior_scale : float, default=1.0
     posterior_init_scale : float, default=1e-3
         See :class:`~skbayes.nn.layers.MNFLinear`.
+    prior_scaling : {"fan_in"} or None, default=None
+        The scale of each layer's prior: ``prior_scale`` (None) or
+        prior_scale / sqrt(fan_in) (:func:`skbayes.nn.functional.layer_prior_scale`).
     generator : torch.Generator, optional
         Source of the random initial values.
     device, dtype : optional
@@ -54,6 +58,7 @@ class MNFMLP(BayesianLayerStack):
         hidden_size=50,
         prior_scale=1.0,
         posterior_init_scale=1e-3,
+        prior_scaling=None,
         generator=None,
         device=None,
         dtype=None,
@@ -63,7 +68,7 @@ class MNFMLP(BayesianLayerStack):
         self.flow_settings = {"flow": flow, "n_flows": n_flows, "n_flows_reverse": n_flows_reverse, "hidden_size": hidden_size}
         self.layers = nn.ModuleList(
             MNFLinear(
-                n_in, n_out, **self.flow_settings, prior_scale=prior_scale,
+                n_in, n_out, **self.flow_settings, prior_scale=layer_prior_scale(prior_scale, n_in, prior_scaling),
                 posterior_init_scale=posterior_init_scale, generator=generator, device=device, dtype=dtype,
             )
             for n_in, n_out in zip(sizes[:-1], sizes[1:])

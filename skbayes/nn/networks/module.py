@@ -32,7 +32,7 @@ import warnings
 import torch
 from torch import nn
 
-from ..functional import dropout_weight_decay
+from ..functional import dropout_weight_decay, layer_prior_scale
 from ..layers import EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, VariationalGRU, VariationalLSTM
 from ..layers.dropout import MCDropoutLayer
 from ..layers.noise import StochasticLayer, noise_context
@@ -266,19 +266,24 @@ class _MeanFieldLinearLayer(StochasticLayer):
         return self.layer.kl()
 
 
-def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
+def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None):
     """Swap a module's Linear and Conv2d layers for factorised-Gaussian layers, in place.
 
     Each :class:`torch.nn.Linear` becomes a mean-field linear layer and each
     :class:`torch.nn.Conv2d` a :class:`~skbayes.nn.MeanFieldConv2d`, their
     posterior means starting at the layer's initial weights, standard
     deviations at ``posterior_init_scale``, with a N(0, prior_scale^2) prior
-    (Blundell et al. 2015; local reparameterisation, Kingma et al. 2015).
+    (Blundell et al. 2015; local reparameterisation, Kingma et al. 2015), or
+    with ``prior_scaling="fan_in"`` N(0, prior_scale^2 / fan_in) on a layer
+    whose outputs each see ``fan_in`` inputs (``in_features``; for a
+    convolution ``in_channels / groups`` times the kernel area),
+    :func:`skbayes.nn.functional.layer_prior_scale`.
 
     Parameters
     ----------
     module : torch.nn.Module
     prior_scale, posterior_init_scale : float
+    prior_scaling : {"fan_in"} or None, default=None
 
     Returns
     -------
@@ -292,13 +297,14 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3):
         Conv2d (LSTM, embeddings, normalisation layers, ...): mean-field VI
         has no form for them here.
     """
-    options = {"prior_scale": prior_scale, "posterior_init_scale": posterior_init_scale}
     conversions = {nn.Linear: _MeanFieldLinearLayer.from_module, nn.Conv2d: MeanFieldConv2d.from_module}
 
     def replace(child):
         for torch_cls, convert in conversions.items():
             if type(child) is torch_cls:
-                return convert(child, **options)
+                fan_in = nn.init._calculate_fan_in_and_fan_out(child.weight)[0]
+                scale = layer_prior_scale(prior_scale, fan_in, prior_scaling)
+                return convert(child, prior_scale=scale, posterior_init_scale=posterior_init_scale)
         return None
 
     _refuse_tied_parameters(module, tuple(conversions), "MeanFieldVI")

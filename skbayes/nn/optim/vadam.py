@@ -74,8 +74,8 @@ class Vadam(torch.optim.Optimizer):
     Differences from Algorithm 6 as printed:
 
     * Initial s. s_0 = max(p_0 - lambda, 0) / N for an initial precision
-      p_0: ``initial_precision`` if given (the prior precision, i.e. s_0 = 0,
-      in the code of Cinelli 2019's experiments; its text, section 3.7, says
+      p_0: ``initial_precision`` if given (``"prior"``: each layer's prior
+      precision, i.e. s_0 = 0, as in the code of Cinelli 2019's experiments; its text, section 3.7, says
       precision 10), else the layer's current sigma^{-2} (sigma = softplus(rho)), so
       that a warm start continues from the posterior it left. An initial
       precision below the prior's starts at the prior.
@@ -105,9 +105,10 @@ class Vadam(torch.optim.Optimizer):
         Step size alpha (> 0).
     betas : (float, float), default=(0.9, 0.999)
         Decay rates beta_1 of m and beta_2 of s, each in [0, 1).
-    initial_precision : float, optional
-        Initial posterior precision p_0 of every weight; None reads it from
-        each layer's current sigma.
+    initial_precision : float, "prior" or None, default=None
+        Initial posterior precision p_0 of every weight; ``"prior"`` is each
+        layer's prior precision 1 / ``layer.prior_scale``\ :sup:`2`; None
+        reads it from each layer's current sigma.
 
     Raises
     ------
@@ -142,7 +143,7 @@ class Vadam(torch.optim.Optimizer):
             )
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr}.")
-        if initial_precision is not None and not initial_precision > 0:
+        if initial_precision not in (None, "prior") and not initial_precision > 0:
             raise ValueError(
                 f"initial_precision must be positive; got {initial_precision}."
             )
@@ -159,6 +160,8 @@ class Vadam(torch.optim.Optimizer):
             for group, layer in zip(self.param_groups, layers):
                 if initial_precision is None:
                     precision = F.softplus(layer.rho).pow(-2)
+                elif initial_precision == "prior":
+                    precision = torch.full_like(layer.mu, group["prior_precision"])
                 else:
                     precision = torch.full_like(layer.mu, float(initial_precision))
                 state = self.state[layer.mu]

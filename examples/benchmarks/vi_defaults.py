@@ -1,0 +1,175 @@
+"""The variational methods' defaults: the fan-in prior and Gaussian noise, each alone and together, against the earlier ones.
+
+What it does
+------------
+Fits ``BayesianMLPRegressor(inference=Method(prior_scaling=...), noise=...)``
+at its other defaults for each method given (``MeanFieldVI``, ``Vadam``,
+``MNF``, ``BayesByHypernet``) under four settings: ``before`` (Student-t
+noise, the N(0, prior_scale^2) prior whatever the width: the defaults until
+this change), ``fan_in`` (Student-t noise, the prior N(0, prior_scale^2 /
+fan_in)), ``gaussian`` (homoscedastic Gaussian noise, the fixed prior) and
+``gaussian_fan_in`` (both). The methods' defaults now are marked. On
+scikit-learn's ``check_regressors_train`` data it records the training R^2
+(the check asks for 0.5), and on the sets and splits of
+``examples/benchmarks/stacking.py`` (diabetes, three synthetic sets, the UCI
+splits) the test log predictive density (nats per row, units of y), RMSE,
+90% coverage, and whether the collapse guard warned.
+
+How to run
+----------
+::
+
+    python examples/benchmarks/vi_defaults.py --methods mfvi vadam --splits 2 --threads 1 --out vi_defaults
+
+Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving,
+)
+from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
+
+from sklearn.datasets import make_regression  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+
+from skbayes import BayesianMLPRegressor  # noqa: E402
+from skbayes.inference import ALIASES  # noqa: E402
+
+#: name -> (noise, prior_scaling)
+SETTINGS = {
+    "before": ("student_t", None),
+    "fan_in": ("student_t", "fan_in"),
+    "gaussian": ("homoscedastic", None),
+    "gaussian_fan_in": ("homoscedastic", "fan_in"),
+}
+
+
+def default_setting(method):
+    """The setting that is ``method``'s default now (its ``auto_noise`` and ``prior_scaling``)."""
+    cls = ALIASES[method]
+    return next(name for name, (noise, scaling) in SETTINGS.items()
+                if noise == cls.auto_noise and scaling == cls().prior_scaling)
+
+
+def model(method, setting):
+    noise, prior_scaling = SETTINGS[setting]
+    return BayesianMLPRegressor(inference=ALIASES[method](prior_scaling=prior_scaling), noise=noise, random_state=0)
+
+
+def fit(estimator, X, y):
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        estimator.fit(X, y)
+    collapsed = any("collapsed" in str(w.message) for w in caught)
+    return estimator, time.perf_counter() - start, collapsed
+
+
+def check_data():
+    X, y = make_regression(n_samples=200, n_features=10, n_informative=1, bias=5.0, noise=20, random_state=42)
+    return StandardScaler().fit_transform(X), StandardScaler().fit_transform(y[:, None])[:, 0]
+
+
+def markdown(report):
+    rows, methods = report["rows"], report["methods"]
+    lines = [
+        "# The variational methods' defaults: fan-in prior and Gaussian noise",
+        "",
+        "Command: `python examples/benchmarks/vi_defaults.py " + " ".join(report["argv"]) + "`. "
+        "`before`: Student-t noise, N(0, 1) on every weight (the defaults until this change); `fan_in`: Student-t "
+        "noise, N(0, 1/fan_in); `gaussian`: Gaussian noise, N(0, 1); `gaussian_fan_in`: Gaussian noise and "
+        "N(0, 1/fan_in). **Bold**: the method's defaults now. Other settings at the regressor's defaults (two "
+        "layers of 50, 500 epochs), `random_state=0`.",
+        "",
+        "## Training R² on scikit-learn's `check_regressors_train` data (the check asks for 0.5)",
+        "",
+        "| method | " + " | ".join(SETTINGS) + " |",
+        "|---|" + "---|" * len(SETTINGS),
+    ]
+    for method in methods:
+        cells = []
+        for setting in SETTINGS:
+            match = [r for r in rows if r["method"] == method and r["setting"] == setting and r["set"] == "check"]
+            cell = f"{match[0]['train_r2']:.3f}{' (C)' if match[0]['collapsed'] else ''}" if match else "—"
+            cells.append(f"**{cell}**" if setting == default_setting(method) else cell)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += ["", "(C): the collapse guard warned.", "",
+              "## Test log-likelihood (nats per row) per set and split", "",
+              "| set | split | method | " + " | ".join(SETTINGS) + " |", "|---|---|---|" + "---|" * len(SETTINGS)]
+    keys = sorted({(r["set"], r["split"]) for r in rows if r["set"] != "check"},
+                  key=lambda k: [r["set"] for r in rows].index(k[0]) * 100 + k[1])
+    for set_name, split in keys:
+        for method in methods:
+            cells = []
+            for setting in SETTINGS:
+                match = [r for r in rows if (r["set"], r["split"], r["method"], r["setting"])
+                         == (set_name, split, method, setting)]
+                cell = (f"{match[0]['log_likelihood']:.3f}{' (C)' if match[0]['collapsed'] else ''}"
+                        if match else "—")
+                cells.append(f"**{cell}**" if setting == default_setting(method) else cell)
+            lines.append(f"| {set_name} | {split} | {method} | " + " | ".join(cells) + " |")
+    lines += ["", "## Mean over the sets and splits measured for every setting", "",
+              "| method | " + " | ".join(SETTINGS) + " | wins of the default over `before` |",
+              "|---|" + "---|" * (len(SETTINGS) + 1)]
+    for method in methods:
+        table = {}
+        for r in rows:
+            if r["method"] == method and r["set"] != "check":
+                table.setdefault((r["set"], r["split"]), {})[r["setting"]] = r["log_likelihood"]
+        complete = [v for v in table.values() if len(v) == len(SETTINGS)]
+        if not complete:
+            continue
+        means = {s: f"{np.mean([v[s] for v in complete]):.3f}" for s in SETTINGS}
+        means[default_setting(method)] = f"**{means[default_setting(method)]}**"
+        wins = sum(v[default_setting(method)] > v["before"] for v in complete)
+        lines.append(f"| {method} | " + " | ".join(means.values()) + f" | {wins} of {len(complete)} |")
+    lines += ["", *environment_lines(report)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_set_arguments(parser)
+    parser.add_argument("--methods", nargs="+", default=["mfvi", "vadam", "mnf", "bbh"])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    limit_threads(args.threads)
+    report = {**rows_report(argv), "methods": args.methods}
+    save, finish = named_results(report, markdown, args.out, "defaults")
+
+    def body():
+        X, y = check_data()
+        for method in args.methods:
+            for setting in SETTINGS:
+                estimator, seconds, collapsed = fit(model(method, setting), X, y)
+                report["rows"].append({"set": "check", "split": 0, "method": method, "setting": setting,
+                                       "train_r2": float(estimator.score(X, y)), "fit_seconds": seconds,
+                                       "collapsed": collapsed, "loadavg": loadavg()})
+                print(f"check {method} {setting}: R2 {report['rows'][-1]['train_r2']:.3f}", flush=True)
+                save()
+        for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):
+            for method in args.methods:
+                for setting in SETTINGS:
+                    estimator, seconds, collapsed = fit(model(method, setting), X_train, y_train)
+                    row = {"set": name, "split": split, "method": method, "setting": setting,
+                           **scores(estimator, X_test, y_test, seconds), "collapsed": collapsed,
+                           "loadavg": loadavg()}
+                    report["rows"].append(row)
+                    print(f"{name} {split} {method} {setting}: {row['log_likelihood']:.3f}", flush=True)
+                    save()
+
+    run_saving(report, body, save, finish)
+
+
+if __name__ == "__main__":
+    main()
