@@ -164,7 +164,8 @@ class InferenceMethod(BaseEstimator):
     #: an ELBO whose posterior can relax onto the prior (``MeanFieldVI``,
     #: ``Vadam``, ``MNF``, ``BayesByHypernet``): heavy tails start them in a fit that
     #: calls most of the signal noise (scikit-learn's ``check_regressors_train``,
-    #: training R^2 0.36 for Vadam with Student-t noise, 0.76 with Gaussian noise).
+    #: training R^2 0.36 for Vadam with Student-t noise, 0.76 with Gaussian noise;
+    #: examples/benchmarks/results/defaults/vi_defaults_*.md).
     auto_noise = "student_t"
     #: Whether the estimators check a fit for a posterior collapsed onto the prior
     #: (``skbayes.inference._guards.warn_if_collapsed``): the methods trained by an ELBO.

@@ -143,7 +143,7 @@ class BayesByHypernet(InferenceMethod):
     def __init__(
         self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0, *,
         learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
-        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling=None,
+        validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling="fan_in",
     ):
         self.noise_dim = noise_dim
         self.generator_hidden_sizes = generator_hidden_sizes

@@ -35,6 +35,11 @@ def _check_data():
     return StandardScaler().fit_transform(X), StandardScaler().fit_transform(y[:, None])[:, 0]
 
 
+# The noise model of noise="auto" under each method, as documented (BayesianMLPRegressor's ``noise``):
+# Gaussian for the methods whose ELBO can relax onto the prior, and for PBP; Student-t otherwise.
+GAUSSIAN_BY_DEFAULT = {"MeanFieldVI", "Vadam", "MNF", "BayesByHypernet", "PBP"}
+
+
 @pytest.mark.parametrize("method_class", inference_method_classes(), ids=lambda cls: cls.__name__)
 def test_regressor_learns_the_check_data_at_its_defaults(method_class):
     X, y = _check_data()
@@ -44,6 +49,8 @@ def test_regressor_learns_the_check_data_at_its_defaults(method_class):
         warnings.simplefilter("ignore")  # ConvergenceWarnings are the guards' tests' business
         model = BayesianMLPRegressor(inference=method_class(), random_state=0).fit(X, y)
     assert model.score(X, y) > 0.5
+    expected = "GaussianLikelihood" if method_class.__name__ in GAUSSIAN_BY_DEFAULT else "StudentTLikelihood"
+    assert type(model.module_["likelihood"]).__name__ == expected
 
 
 def test_layer_prior_scale():
