@@ -21,6 +21,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ..nn import StudentTLikelihood
+
 __all__ = ["RHAT_THRESHOLD", "collapse_scores", "warn_if_chains_not_mixed", "warn_if_collapsed"]
 
 #: Split R-hat above which the chains are reported as not mixed (Gelman et al. 2013, section 11.4).
@@ -155,14 +157,19 @@ def warn_if_collapsed(estimator, X, y, classification, kl=None):
     method = type(estimator.inference_).__name__
     measure = "(accuracy - majority rate) / (1 - majority rate)" if classification else "R^2"
     kl_text = "" if kl is None or not math.isfinite(kl) else f", KL(q || prior) {kl / len(y):.3g} nats per row"
+    hints = []
+    module = getattr(estimator, "module_", None)
+    if module is not None and isinstance(module["likelihood"], StudentTLikelihood):
+        hints.append("Gaussian noise (noise='homoscedastic'; heavy tails call the signal noise)")
+    if getattr(estimator.inference_, "prior_scaling", "fan_in") is None:
+        hints.append(f"{method}(prior_scaling='fan_in')")
+    hints.append("a narrower prior (prior_scale below its default, e.g. 0.3) or fewer weights (hidden_layer_sizes)")
     warnings.warn(
         f"{type(estimator).__name__}(inference={method}): the posterior has collapsed onto (or never left) the "
         f"prior: the fit explains little of a signal a linear model finds; its "
         f"{measure} on the training rows is {fit_score:.2f}, a linear model's on held-out rows "
-        f"{linear_score:.2f}{kl_text}. The KL term outweighs what fitting would gain: try Gaussian noise "
-        "(noise='homoscedastic'; heavy tails call the signal noise), the method's prior_scaling='fan_in', a "
-        "narrower prior (prior_scale below its default, e.g. 0.3) or fewer weights (hidden_layer_sizes), or "
-        "inference='sghmc' or 'ensemble'.",
+        f"{linear_score:.2f}{kl_text}. The KL term outweighs what fitting would gain: try "
+        f"{', '.join(hints)}, or inference='sghmc' or 'ensemble'.",
         ConvergenceWarning,
         stacklevel=2,
     )

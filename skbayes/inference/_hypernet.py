@@ -12,7 +12,10 @@ from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import (
+    ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
+    same_prior_scaling,
+)
 
 __all__ = ["BayesByHypernet"]
 
@@ -49,8 +52,7 @@ def same_generators(method, network):
     hidden = tuple(hidden_layer_sizes(method.generator_hidden_sizes, "a linear generator"))
     first = network.layers[0]
     widths = tuple(layer.out_features for layer in first.generator_net.layers[:-1])
-    same_prior = network.prior_scaling == getattr(method, "prior_scaling", None)
-    return first.noise_dim == method.noise_dim and widths == hidden and same_prior
+    return first.noise_dim == method.noise_dim and widths == hidden and same_prior_scaling(method, network)
 
 
 @method_doc()
@@ -63,7 +65,8 @@ class BayesByHypernet(InferenceMethod):
     the per-layer, per-output-unit variant of [Pawlowski2017]_, which they
     found the most accurate). Each step draws ``n_mc_train`` weight
     settings, evaluates the minibatch under each, and estimates KL(q || p)
-    to the N(0, prior_scale^2) prior from the same draws and
+    to the Gaussian prior (N(0, prior_scale^2 / fan_in) per layer at the default
+    ``prior_scaling="fan_in"``, N(0, prior_scale^2) with None) from the same draws and
     ``n_prior_draws`` prior draws by the 1-nearest-neighbour estimator
     (Killingberg 2021, eq. 3.6 with the sign of its constant fixed,
     :func:`skbayes.nn.knn_kl`), slice by slice (the slices are independent
@@ -86,7 +89,7 @@ class BayesByHypernet(InferenceMethod):
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale``; Adam's settings and the stopping rule are its own.
     ``warm_start`` continues from the fitted generators when the generator
-    settings are unchanged; ``partial_fit`` runs one epoch per call.
+    settings and ``prior_scaling`` are unchanged; ``partial_fit`` runs one epoch per call.
     ``inference_diagnostics_`` holds ``"kl_knn"``, the nearest-neighbour
     estimate of KL(q || p) in nats from 200 draws of q and of the prior
     after training (less biased than the training-time estimate).

@@ -59,6 +59,15 @@ PREDICT_CONSTRAINTS = {"n_mc_predict": [Interval(Integral, 1, None, closed="left
 # documented once; each such method lists ``prior_scaling`` in its signature with the default measured for it.
 PRIOR_SCALING_CONSTRAINTS = {"prior_scaling": [StrOptions({"fan_in"}), None]}
 
+
+def same_prior_scaling(method, network):
+    """Whether a fitted MLP ``network`` has the per-layer prior that ``method`` would build (for a warm start).
+
+    A network that does not record its ``prior_scaling`` (a torch module's, whose warm start compares all the
+    method's parameters, or one fitted before the parameter existed: the fixed prior) counts as None.
+    """
+    return getattr(network, "prior_scaling", None) == getattr(method, "prior_scaling", None)
+
 _LOOP_DOC = {
     "adam_parameters": """\
 learning_rate_init : float, default=3e-3

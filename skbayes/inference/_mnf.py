@@ -10,7 +10,10 @@ import torch
 from .._param_validation import Interval, StrOptions
 from ..nn import MNFMLP
 from ._base import InferenceMethod
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import (
+    ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
+    same_prior_scaling,
+)
 from ._variational import _KL_WARMUP, _N_MC_TRAIN
 
 __all__ = ["MNF"]
@@ -40,7 +43,8 @@ class MNF(InferenceMethod):
     drawn for the minibatch; prediction draws z and then W.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
-    ``prior_scale`` (the N(0, prior_scale^2) prior on every weight and
+    ``prior_scale`` (the N(0, prior_scale^2) prior, or N(0, prior_scale^2 / fan_in) per layer under
+    ``prior_scaling="fan_in"``, on every weight and
     bias); Adam's settings and the stopping rule are its own. ``warm_start``
     continues from the fitted posterior when the flow settings are
     unchanged; ``partial_fit`` runs one epoch on the new rows.
@@ -139,7 +143,8 @@ class MNF(InferenceMethod):
         return network.to(device)
 
     def can_warm_start(self, module):
-        return getattr(module["network"], "flow_settings", None) == self._flow_settings()
+        network = module["network"]
+        return getattr(network, "flow_settings", None) == self._flow_settings() and same_prior_scaling(self, network)
 
     def prepare(self, module, X, Y, settings, context):
         # the shared negative-ELBO loop: network.kl() after network(x) is the bound over that pass's z

@@ -5,7 +5,10 @@ import torch
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
 from ._base import InferenceMethod, Training, adam
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import (
+    ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
+    same_prior_scaling,
+)
 from ._variational import _INIT, _N_MC_TRAIN, bayesian_mlp, initialize_mean_field
 
 __all__ = ["Vadam"]
@@ -18,7 +21,8 @@ class Vadam(InferenceMethod):
     The network is the mean-field one of :class:`MeanFieldVI`, its means
     initialised by ``init``; :class:`skbayes.nn.Vadam` trains the means with
     its own ``learning_rate_init``, ``beta_1`` and ``beta_2`` and
-    keeps the standard deviations equal to (N s + 1/prior_scale^2)^{-1/2}
+    keeps the standard deviations equal to (N s + lambda_l)^{-1/2}, lambda_l = 1/s_l^2 the
+    prior precision of layer l (s_l = ``prior_scale``, divided by sqrt(fan_in) under ``prior_scaling="fan_in"``)
     [Khan2018]_ (Cinelli 2019, section 3.6, Algorithm 6).
 
     q starts with the prior's precision (s_0 = 0, as in the code of Cinelli
@@ -81,6 +85,9 @@ class Vadam(InferenceMethod):
         self.tol = tol
         self.n_mc_predict = n_mc_predict
         self.prior_scaling = prior_scaling
+
+    def can_warm_start(self, module):
+        return same_prior_scaling(self, module["network"])
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         # The mean-field network of MeanFieldVI at its default initial scale;

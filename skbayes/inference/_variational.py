@@ -8,7 +8,10 @@ from .._param_validation import Interval, StrOptions
 from ..nn import INITIALIZATIONS, MODULE_INITIALIZATIONS, BayesianMLP, GaussianLikelihood
 from ..nn.networks.module import DROPOUT_PLACEMENTS, BayesianModuleNetwork, to_mc_dropout, to_mean_field
 from ._base import InferenceMethod, module_seeds
-from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+from ._loop import (
+    ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
+    same_prior_scaling,
+)
 
 __all__ = ["MCDropout", "MeanFieldVI"]
 
@@ -63,6 +66,7 @@ class MeanFieldVI(InferenceMethod):
     softplus(rho) [Blundell2015]_, fitted by Adam on the minibatch estimate
     of the negative ELBO with the local reparameterisation trick
     [Kingma2015]_ and the closed-form KL to the N(0, prior_scale^2) prior
+    (N(0, prior_scale^2 / fan_in) per layer with ``prior_scaling="fan_in"``)
     (Cinelli 2019, section 3.3.3); see :class:`skbayes.nn.MeanFieldLinear`.
 
     Parameters
@@ -137,6 +141,9 @@ class MeanFieldVI(InferenceMethod):
         self.tol = tol
         self.n_mc_predict = n_mc_predict
         self.prior_scaling = prior_scaling
+
+    def can_warm_start(self, module):
+        return isinstance(module["network"], BayesianModuleNetwork) or same_prior_scaling(self, module["network"])
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return bayesian_mlp(

@@ -46,7 +46,9 @@ inference : str or InferenceMethod, default=%(inference_default)s
 %(activation)s
 prior_scale : float, default=%(prior_scale_default)s
     Standard deviation of the zero-mean Gaussian prior on every weight
-    and bias (set by the data instead for ``PBP``, which infers it).
+    and bias (set by the data instead for ``PBP``, which infers it); a
+    method with ``prior_scaling="fan_in"`` (``Vadam`` and ``BayesByHypernet``
+    by default) divides it by sqrt(fan_in) in a layer of fan_in inputs.
 batch_size : int or "auto", default="auto"
     Rows per optimiser step; ``"auto"`` is ``min(32, n_samples)`` up to
     2,000 rows and 128 above, except ``SGHMC()`` with its default

@@ -242,9 +242,10 @@ def layer_prior_scale(prior_scale, fan_in, scaling=None):
     the prior over functions the same when the layers widen: Neal (1996,
     section 2.2)'s scaling of the hidden-to-output weights, and the 1/fan-in
     prior variance of Rossi (2022, eq. 3.1, the "standard parameterisation"
-    of the layer f_l = W_l a(f_{l-1}) / sqrt(D_{l-1}) + b_l). The bias shares
-    its layer's scale (the weight of a constant input), so one number per
-    layer serves the layers that keep weights and bias in one tensor.
+    of the layer f_l = W_l a(f_{l-1}) / sqrt(D_{l-1}) + b_l). Both scale the
+    weights only; here the bias shares its layer's scale (the weight of a
+    constant input), this library's choice, so that one number per layer
+    serves the layers that keep weights and bias in one tensor.
 
     Parameters
     ----------
@@ -263,8 +264,11 @@ def layer_prior_scale(prior_scale, fan_in, scaling=None):
     Raises
     ------
     ValueError
-        On an unknown ``scaling`` or a ``fan_in`` below 1.
+        On an unknown ``scaling``, a ``prior_scale`` not above 0 or a
+        ``fan_in`` below 1.
     """
+    if not prior_scale > 0:
+        raise ValueError(f"prior_scale must be > 0; got {prior_scale!r}.")
     if scaling is None:
         return float(prior_scale)
     if scaling not in PRIOR_SCALINGS:

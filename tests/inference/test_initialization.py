@@ -33,7 +33,7 @@ def test_iblm_of_a_linear_model_is_the_exact_posterior():
     # variances 1/diag(precision) (Rossi 2022, eqs. 3.3 and 3.7), before training.
     X, y, _ = make_blr_data(n_samples=150, n_features=3, noise_std=0.4, random_state=0)
     prior, noise = 0.7, 0.4
-    net = _net(3, [], 1)
+    net = _net(3, [], 1, prior_scale=prior)  # I-BLM regresses under each layer's own prior
     iblm_init(
         net,
         torch.tensor(X),
@@ -60,6 +60,25 @@ def test_iblm_through_the_estimator_before_training():
         random_state=0, noise="homoscedastic",
     ).fit(X, y)
     mean, _ = exact_blr_posterior(X, y, 1.0, 0.3)
+    np.testing.assert_allclose(
+        _q(model.module_["network"].layers[0])[0][:, 0], mean, atol=1e-6
+    )
+
+
+def test_iblm_through_the_estimator_uses_the_fan_in_prior():
+    # prior_scaling="fan_in" with no hidden layer: the prior of the one layer is N(0, 1/d), and I-BLM's
+    # regression is Bayesian linear regression under that prior
+    X, y, _ = make_blr_data(n_samples=40, n_features=4, noise_std=0.3, random_state=3)
+    model = BayesianMLPRegressor(
+        hidden_layer_sizes=(),
+        inference=MeanFieldVI(init="iblm", prior_scaling="fan_in", learning_rate_init=1e-12, max_iter=1),
+        noise_std=0.3,
+        normalize_y=False,
+        random_state=0, noise="homoscedastic",
+    ).fit(X, y)
+    mean, _ = exact_blr_posterior(X, y, 1.0 / np.sqrt(4), 0.3)
+    wide, _ = exact_blr_posterior(X, y, 1.0, 0.3)
+    assert np.abs(mean - wide).max() > 1e-3  # the two priors give different posteriors here
     np.testing.assert_allclose(
         _q(model.module_["network"].layers[0])[0][:, 0], mean, atol=1e-6
     )

@@ -20,11 +20,10 @@ from torch.distributions import Normal, kl_divergence
 
 from skbayes import BayesianMLPRegressor
 from skbayes.inference import MeanFieldVI, Vadam
-from skbayes.inference._base import ModelSettings
-from skbayes.nn import ImplicitMLP, MeanFieldConv2d
+from skbayes.inference._base import FitContext, ModelSettings
+from skbayes.nn import GaussianLikelihood, ImplicitMLP, MeanFieldConv2d
 from skbayes.nn.functional import layer_prior_scale
 from skbayes.nn.networks.module import to_mean_field
-from skbayes.nn.optim import Vadam as VadamOptimizer
 
 from discovery import inference_method_classes
 
@@ -85,9 +84,12 @@ def test_mean_field_kl_uses_each_layers_prior(prior_scaling):
 
 def test_vadam_starts_every_layer_at_its_own_prior():
     generator = torch.Generator().manual_seed(0)
-    network = Vadam().build_network(3, 1, _settings(), generator=generator, device=torch.device("cpu"),
-                                    dtype=torch.float64)
-    VadamOptimizer(network, n_data=50, initial_precision="prior")
+    method = Vadam()
+    network = method.build_network(3, 1, _settings(), generator=generator, device=torch.device("cpu"),
+                                   dtype=torch.float64)
+    module = torch.nn.ModuleDict({"network": network, "likelihood": GaussianLikelihood(1, 0.1, dtype=torch.float64)})
+    X, Y = torch.randn(50, 3, dtype=torch.float64), torch.randn(50, 1, dtype=torch.float64)
+    method.prepare(module, X, Y, _settings(), FitContext(generator=generator, n_data=50, batch_size=10))
     for layer, fan_in in zip(network.layers, [3, 7, 5]):
         sigma = torch.nn.functional.softplus(layer.rho)
         torch.testing.assert_close(sigma, torch.full_like(sigma, 1.5 / math.sqrt(fan_in)))
@@ -112,3 +114,23 @@ def test_to_mean_field_scales_convolutions_and_linear_layers_by_their_fan_in():
     assert linear.prior_scale == pytest.approx(2.0 / math.sqrt(12))
     fixed = to_mean_field(torch.nn.Sequential(torch.nn.Linear(12, 2)), prior_scale=2.0)
     assert fixed[0].layer.prior_scale == 2.0
+
+
+def test_changing_prior_scaling_refits_instead_of_warm_starting():
+    X, y = _check_data()
+    model = BayesianMLPRegressor((6,), inference=MeanFieldVI(prior_scaling=None, max_iter=2), warm_start=True,
+                                 random_state=0).fit(X, y)
+    assert [layer.prior_scale for layer in model.module_["network"].layers] == [1.0, 1.0]
+    model.set_params(inference=MeanFieldVI(prior_scaling="fan_in", max_iter=2)).fit(X, y)
+    scales = [layer.prior_scale for layer in model.module_["network"].layers]
+    assert scales == pytest.approx([1 / math.sqrt(10), 1 / math.sqrt(6)])
+
+
+def test_implicit_network_pickled_before_prior_scaling_keeps_the_fixed_prior():
+    network = ImplicitMLP(3, (4,), 1, prior_scale=2.0, prior_scaling="fan_in", generator=torch.Generator())
+    state = network.__getstate__() if hasattr(network, "__getstate__") else dict(network.__dict__)
+    state = dict(state)
+    del state["prior_scales"], state["prior_scaling"]  # what a network of the earlier code holds
+    restored = ImplicitMLP.__new__(ImplicitMLP)
+    restored.__setstate__(state)
+    assert restored.prior_scaling is None and restored.prior_scales == [2.0, 2.0]

@@ -66,6 +66,11 @@ def _propagate(network, x, n_layers, generator):
     return x
 
 
+def _layer_prior_var(layer, prior_scale):
+    """The prior variance of ``layer``'s weights: its own ``prior_scale`` (per layer under ``prior_scaling="fan_in"``), else ``prior_scale``."""
+    return float(getattr(layer, "prior_scale", prior_scale)) ** 2
+
+
 def blr_mean_field(features, targets, noise_var, prior_var):
     r"""Bayesian linear regressions and their reverse-KL mean-field projections.
 
@@ -226,7 +231,10 @@ def iblm_init(
     Y : torch.Tensor of shape (n, k)
         Regression targets, or (n, 1) class indices when ``noise_std`` is None.
     prior_scale : float
-        Prior standard deviation of every weight and bias of the regressions.
+        Prior standard deviation of the weights and biases of the regressions
+        of a layer without a ``prior_scale`` of its own; the mean-field layers
+        have one (``prior_scale`` divided by sqrt(fan_in) under a method's
+        ``prior_scaling="fan_in"``), and it is used.
     noise_std : float, torch.Tensor of shape (k,), or None
         Noise standard deviation of each target column (the likelihood's
         current noise); None for classification.
@@ -241,7 +249,6 @@ def iblm_init(
         If a layer has no ``mu``/``rho`` (not a mean-field layer).
     """
     _check_mean_field(network)
-    prior_var = float(prior_scale) ** 2
     targets, noise_var = _targets(network.layers[-1].out_features, Y, noise_std)
     output = _output_targets(targets, noise_var, network.layers[-1].out_features)
     n = targets.shape[0]
@@ -249,6 +256,7 @@ def iblm_init(
     for index, layer in enumerate(network.layers):
         units = layer.out_features
         shared = index == n_layers - 1
+        prior_var = _layer_prior_var(layer, prior_scale)
         layer_targets, layer_noise_var = output if shared else (targets, noise_var)
         rows, column, sign = _unit_rows(
             units, layer_targets.shape[1], n, shared=shared, batch_size=batch_size, generator=generator,
@@ -429,6 +437,7 @@ def iblm_init_module(
     Y : torch.Tensor of shape (n, k)
         Regression targets, or (n, 1) class indices when ``noise_std`` is None.
     prior_scale : float
+        As in :func:`iblm_init`: each mean-field layer's own ``prior_scale`` is used.
     noise_std : float, torch.Tensor of shape (k,), or None
         Noise standard deviation of each target column; None for classification.
     generator : torch.Generator
@@ -464,7 +473,6 @@ def _iblm_module(network, X, Y, prior_scale, noise_std, generator, batch_size, m
                 f"I-BLM initialises convolutions with groups=1 only; the module has a MeanFieldConv2d with "
                 f"groups={layer.groups}. Use init='default'."
             )
-    prior_var = float(prior_scale) ** 2
     targets, noise_var = _targets(network.n_outputs, Y, noise_std)
     output = _output_targets(targets, noise_var, network.n_outputs)
     center = targets.mean(dim=0)
@@ -473,6 +481,7 @@ def _iblm_module(network, X, Y, prior_scale, noise_std, generator, batch_size, m
     for index, layer in enumerate(layers):
         units = layer.out_channels if isinstance(layer, MeanFieldConv2d) else layer.out_features
         shared = index == len(layers) - 1
+        prior_var = _layer_prior_var(layer, prior_scale)
         layer_targets, layer_noise_var = output if shared else (targets, noise_var)
         rows, column, sign = _unit_rows(
             units, layer_targets.shape[1], n, shared=shared, batch_size=batch_size, generator=generator,

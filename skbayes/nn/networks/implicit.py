@@ -2,8 +2,8 @@ r"""Networks of implicit-posterior layers, and the per-layer discriminator of Ba
 
 :class:`ImplicitMLP` stacks :class:`~skbayes.nn.ImplicitLinear` layers
 (one generator network per layer, mean-field across layers: Killingberg
-2021, eq. 4.3) and estimates the KL of q to the N(0, prior_scale^2) prior
-from draws, summed over layers and over the independent slices of each
+2021, eq. 4.3) and estimates the KL of q to the Gaussian prior (N(0, prior_scale^2),
+or N(0, prior_scale^2 / fan_in) per layer under ``prior_scaling="fan_in"``) from draws, summed over layers and over the independent slices of each
 layer:
 
 * by the 1-nearest-neighbour estimator (Bayes by Hypernet [Pawlowski2017]_,
@@ -93,7 +93,7 @@ class ImplicitMLP(BayesianLayerStack):
         Non-linearity after each hidden layer of the network.
     prior_scale : float, default=1.0
         Standard deviation of the N(0, prior_scale^2) prior on every weight
-        and bias.
+        and bias (divided by sqrt(fan_in) under ``prior_scaling="fan_in"``).
     noise_dim : int, default=10
         Noise length of each slice's generator input.
     generator_hidden_sizes : tuple of int, default=(32, 64)
@@ -105,7 +105,7 @@ class ImplicitMLP(BayesianLayerStack):
         None: the prior N(0, prior_scale^2) on every weight and bias;
         ``"fan_in"``: N(0, prior_scale^2 / fan_in) on a layer with
         ``fan_in`` inputs (:func:`skbayes.nn.functional.layer_prior_scale`),
-        the scales in ``layer_prior_scales``.
+        the scales in ``prior_scales`` (one per layer).
     generator : torch.Generator, optional
         Source of the initial weights of the generators and discriminators.
     device, dtype : optional
@@ -126,7 +126,7 @@ class ImplicitMLP(BayesianLayerStack):
         self.activation = activation
         self.prior_scale = float(prior_scale)
         self.prior_scaling = prior_scaling
-        self.layer_prior_scales = [layer_prior_scale(prior_scale, n_in, prior_scaling) for n_in in sizes[:-1]]
+        self.prior_scales = [layer_prior_scale(prior_scale, n_in, prior_scaling) for n_in in sizes[:-1]]
         self.discriminators = None
         if discriminator_hidden_sizes is not None:
             self.discriminators = nn.ModuleList(
@@ -134,14 +134,21 @@ class ImplicitMLP(BayesianLayerStack):
                 for layer, hidden in zip(self.layers, discriminator_hidden_sizes, strict=True)
             )
 
+    def __setstate__(self, state):
+        # a network pickled before prior_scaling existed had the fixed prior N(0, prior_scale^2) on every layer
+        super().__setstate__(state)
+        if "prior_scales" not in self.__dict__:
+            self.prior_scaling = None
+            self.prior_scales = [self.prior_scale] * len(self.layers)
+
     def slice_draws(self, n_draws, generator=None):
         """Per layer, ``n_draws`` draws of its slices, (n_draws, out, in + 1) (differentiable)."""
         return [layer.slice_draws(n_draws, generator) for layer in self.layers]
 
     def prior_slice_draws(self, n_draws, generator=None):
-        """Per layer, ``n_draws`` draws of its slices from the prior, N(0, ``layer_prior_scales[l]^2``)."""
+        """Per layer, ``n_draws`` draws of its slices from the prior, N(0, ``prior_scales[l]^2``)."""
         draws = []
-        for layer, scale in zip(self.layers, self.layer_prior_scales):
+        for layer, scale in zip(self.layers, self.prior_scales):
             reference = layer.generator_net.layers[0].weight
             shape = (n_draws, layer.out_features, layer.in_features + 1)
             draws.append(scale * standard_normal(shape, reference, generator))

@@ -184,3 +184,4 @@ class BayesianMLP(BayesianLayerStack):
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation
+        self.prior_scaling = prior_scaling

@@ -74,6 +74,7 @@ class MNFMLP(BayesianLayerStack):
             for n_in, n_out in zip(sizes[:-1], sizes[1:])
         )
         self.activation = activation
+        self.prior_scaling = prior_scaling
 
     def kl(self, generator=None, n_draws=None):
         """Monte-Carlo estimate of the auxiliary bound on KL(q || p), a scalar in nats.

@@ -143,9 +143,13 @@ class Vadam(torch.optim.Optimizer):
             )
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr}.")
-        if initial_precision not in (None, "prior") and not initial_precision > 0:
+        if isinstance(initial_precision, str):
+            valid = initial_precision == "prior"
+        else:
+            valid = initial_precision is None or initial_precision > 0
+        if not valid:
             raise ValueError(
-                f"initial_precision must be positive; got {initial_precision}."
+                f"initial_precision must be positive, \"prior\" or None; got {initial_precision!r}."
             )
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"betas must lie in [0, 1); got {betas}.")
@@ -160,7 +164,7 @@ class Vadam(torch.optim.Optimizer):
             for group, layer in zip(self.param_groups, layers):
                 if initial_precision is None:
                     precision = F.softplus(layer.rho).pow(-2)
-                elif initial_precision == "prior":
+                elif isinstance(initial_precision, str):  # "prior"
                     precision = torch.full_like(layer.mu, group["prior_precision"])
                 else:
                     precision = torch.full_like(layer.mu, float(initial_precision))
