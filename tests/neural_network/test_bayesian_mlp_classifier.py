@@ -116,7 +116,8 @@ def test_epistemic_uncertainty_is_higher_far_from_the_data(fitted, blobs, reques
     # Measured here: mfvi's mutual information is 4.5x higher far away; MC
     # dropout at the default rate of 0.01 gives only 1.25x (ReLU networks
     # extrapolate confidently), and a higher rate does not cure it (at the
-    # classifier's defaults, 1.2x at p=0.01, 1.4x at 0.1, 1.7x at 0.5): a known
+    # classifier's defaults, 1.2x at p=0.01, 1.4x at 0.1, 1.7x at 0.5:
+    # examples/benchmarks/results/defaults/mc_dropout_rate.md): a known
     # weakness of the method, kept visible as a strict xfail.
     if type(fitted.inference).__name__ != "MeanFieldVI":
         request.applymarker(pytest.mark.xfail(
