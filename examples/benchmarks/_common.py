@@ -7,6 +7,7 @@ import this module after putting their own folder on ``sys.path``::
     from _common import loadavg, write_atomic  # noqa: E402
 """
 
+import argparse
 import importlib
 import json
 import os
@@ -250,6 +251,27 @@ def named_results(report, markdown, out, topic):
             write_atomic(folder / f"{out}.md", text)
 
     return save, finish
+
+
+def rows_script(argv, doc, markdown, topic, add_arguments=None):
+    """The start of a row-per-measurement script: ``(args, report, save, finish)``.
+
+    Parses ``argv`` (None: ``sys.argv[1:]``) with the script's own options
+    (``add_arguments(parser)``) and the shared ``--threads`` and ``--out``,
+    limits torch's threads (:func:`limit_threads`), and returns the results
+    dict of :func:`rows_report` with the ``save`` and ``finish`` of
+    :func:`named_results` in ``results/<topic>/``. ``doc`` is the script's
+    module docstring; its first line describes the command.
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    if add_arguments is not None:
+        add_arguments(parser)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None, help=f"Name of the results files (results/{topic}/NAME.json/.md).")
+    args = parser.parse_args(argv)
+    limit_threads(args.threads)
+    report = rows_report(argv)
+    return (args, report, *named_results(report, markdown, args.out, topic))
 
 
 def print_written(json_path, md_path):

@@ -7,8 +7,8 @@ random_state=0)``: training R^2 above 0.5 on scikit-learn's
 ``make_regression(200, 10, n_informative=1, noise=20)``, standardised) and
 ``check_classifiers_train`` (``BayesianMLPClassifier``) for every inference
 method that ``skbayes.inference`` exports, every other parameter at its
-default (two hidden layers of 50 for the regressor, Student-t noise, the
-method's own loop settings), and records pass or fail, the training R^2 of
+default (two hidden layers of 50 for the regressor, the method's
+``auto_noise`` under ``noise="auto"``, its own loop settings), and records pass or fail, the training R^2 of
 the regressor on that check's data, and the time. This is what a user gets
 who picks a method by name; ``tests/test_common.py`` runs the same checks on
 shorter settings.
@@ -22,7 +22,6 @@ How to run
 Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from _common import environment_lines, limit_threads, named_results, rows_report, run_saving  # noqa: E402
+from _common import environment_lines, rows_script, run_saving  # noqa: E402
 from discovery import inference_method_classes  # noqa: E402
 
 from sklearn.datasets import make_regression  # noqa: E402
@@ -77,13 +76,7 @@ def run_check(check, estimator):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    limit_threads(args.threads)
-    report = rows_report(argv)
-    save, finish = named_results(report, markdown, args.out, "defaults")
+    args, report, save, finish = rows_script(argv, __doc__, markdown, "defaults")
 
     def body():
         X, y = regression_data()

@@ -23,7 +23,6 @@ How to run
 Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -33,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving,
+    environment_lines, loadavg, rows_script, run_saving,
 )
 
 from sklearn.datasets import load_breast_cancer, load_digits, make_blobs  # noqa: E402
@@ -89,14 +88,10 @@ def markdown(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rates", nargs="+", type=float, default=[0.01, 0.05, 0.1, 0.2, 0.5])
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    limit_threads(args.threads)
-    report = rows_report(argv)
-    save, finish = named_results(report, markdown, args.out, "defaults")
+    def add_arguments(parser):
+        parser.add_argument("--rates", nargs="+", type=float, default=[0.01, 0.05, 0.1, 0.2, 0.5])
+
+    args, report, save, finish = rows_script(argv, __doc__, markdown, "defaults", add_arguments)
     sets = {"breast_cancer": split(load_breast_cancer), "digits": split(load_digits)}
     X_blobs, y_blobs, far = blobs()
 

@@ -23,7 +23,6 @@ How to run
 Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -33,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving,
+    environment_lines, loadavg, rows_script, run_saving,
 )
 from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
@@ -80,15 +79,11 @@ def markdown(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_set_arguments(parser)
-    parser.add_argument("--long", nargs="*", default=[], help="Sets also fitted with the 500-epoch schedule.")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    limit_threads(args.threads)
-    report = rows_report(argv)
-    save, finish = named_results(report, markdown, args.out, "defaults")
+    def add_arguments(parser):
+        add_set_arguments(parser)
+        parser.add_argument("--long", nargs="*", default=[], help="Sets also fitted with the 500-epoch schedule.")
+
+    args, report, save, finish = rows_script(argv, __doc__, markdown, "defaults", add_arguments)
 
     def body():
         for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):

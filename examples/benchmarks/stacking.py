@@ -37,7 +37,6 @@ Results go to ``examples/benchmarks/results/stacking/<out>.json`` and
 between rows of one run on an idle machine).
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -50,7 +49,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving, uci_splits,
+    environment_lines, loadavg, rows_script, run_saving, uci_splits,
 )
 
 from skbayes import PredictiveStackingRegressor  # noqa: E402
@@ -160,14 +159,7 @@ def markdown(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_set_arguments(parser)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None, help="Name of the results files (results/stacking/NAME.json/.md).")
-    args = parser.parse_args(argv)
-    limit_threads(args.threads)
-    report = rows_report(argv)
-    save, finish = named_results(report, markdown, args.out, "stacking")
+    args, report, save, finish = rows_script(argv, __doc__, markdown, "stacking", add_set_arguments)
 
     def body():
         for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):

@@ -24,7 +24,6 @@ How to run
 Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
 """
 
-import argparse
 import sys
 import time
 import warnings
@@ -34,12 +33,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, limit_threads, loadavg, named_results, rows_report, run_saving,
+    environment_lines, loadavg, rows_script, run_saving,
 )
 from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
-from sklearn.datasets import make_regression  # noqa: E402
-from sklearn.preprocessing import StandardScaler  # noqa: E402
+from checks_at_defaults import regression_data  # noqa: E402
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
 from skbayes.inference import ALIASES  # noqa: E402
@@ -72,11 +70,6 @@ def fit(estimator, X, y):
         estimator.fit(X, y)
     collapsed = any("collapsed" in str(w.message) for w in caught)
     return estimator, time.perf_counter() - start, collapsed
-
-
-def check_data():
-    X, y = make_regression(n_samples=200, n_features=10, n_informative=1, bias=5.0, noise=20, random_state=42)
-    return StandardScaler().fit_transform(X), StandardScaler().fit_transform(y[:, None])[:, 0]
 
 
 def markdown(report):
@@ -137,18 +130,15 @@ def markdown(report):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_set_arguments(parser)
-    parser.add_argument("--methods", nargs="+", default=["mfvi", "vadam", "mnf", "bbh"])
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    limit_threads(args.threads)
-    report = {**rows_report(argv), "methods": args.methods}
-    save, finish = named_results(report, markdown, args.out, "defaults")
+    def add_arguments(parser):
+        add_set_arguments(parser)
+        parser.add_argument("--methods", nargs="+", default=["mfvi", "vadam", "mnf", "bbh"])
+
+    args, report, save, finish = rows_script(argv, __doc__, markdown, "defaults", add_arguments)
+    report["methods"] = args.methods
 
     def body():
-        X, y = check_data()
+        X, y = regression_data()
         for method in args.methods:
             for setting in SETTINGS:
                 estimator, seconds, collapsed = fit(model(method, setting), X, y)
