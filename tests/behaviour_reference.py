@@ -281,6 +281,8 @@ def make_estimator(name):
         base = skbayes.BayesianMLPRegressor(
             (8,), inference=method, noise="homoscedastic", batch_size=16, **params, **common)
         params = {"cv": 2, **shared}
+        if _has_param(skbayes.CalibratedRegressorCV, "pooling"):
+            params["pooling"] = "linear"  # the folds' pool when the reference was written ("ambiguity" since)
         return skbayes.CalibratedRegressorCV(base, **params), options
     if kind in ("reg", "clf"):
         cls = skbayes.BayesianMLPRegressor if kind == "reg" else skbayes.BayesianMLPClassifier

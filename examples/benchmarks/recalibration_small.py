@@ -10,9 +10,9 @@ width of the central 90% interval on the test rows for:
 
 - ``base``: the fitted pipeline alone (its own ``predict_interval``, the
   quantiles of its Student-t mixture);
-- ``gauss_ens``: ``CalibratedRegressorCV(base, cv=5, predictive="gaussian")``,
-  the default before issue 28 (Gaussian N(mean, std^2) PIT values, one map
-  per fold, the average of the 5 recalibrated CDFs);
+- ``gauss_ens``: ``CalibratedRegressorCV(base, cv=5, predictive="gaussian",
+  pooling="linear")``, the default before issue 28 (Gaussian N(mean, std^2)
+  PIT values, one map per fold, the average of the 5 recalibrated CDFs);
 - ``gauss_members``: the mean over the 5 folds of the coverage of each
   recalibrated fold model alone (its own map, no averaging);
 - ``gauss_pooled``: one map on the PIT values of all 5 folds, applied to the
@@ -20,6 +20,9 @@ width of the central 90% interval on the test rows for:
 - ``gauss_ens_allknots``: as ``gauss_ens`` with ``n_knots=None``;
 - ``model_ens``, ``model_members``, ``model_pooled``: the same with the
   model's own predictive CDF (``predictive="model"``);
+- ``model_ambiguity``: the 5 recalibrated fold models of ``model_ens``
+  pooled with ``pooling="ambiguity"`` (centred on their mean, spread scaled
+  by the factor measured on the training rows) instead of averaged;
 - ``default``: ``CalibratedRegressorCV(base, cv=5)`` at the library's
   current defaults, fitted for real.
 
@@ -67,12 +70,14 @@ from _common import end_environment, environment, limit_threads, results_dir, sa
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
 from skbayes.calibration import CalibratedRegressorCV  # noqa: E402
-from skbayes.calibration._regressor import _fit_calibrator, _pit, _prediction_step  # noqa: E402
+from skbayes.calibration._regressor import (  # noqa: E402
+    _ambiguity_scale, _fit_calibrator, _pit, _prediction_step, _RecalibratedPool,
+)
 from skbayes.datasets import fetch_uci, get_uci_split  # noqa: E402
 
 COVERAGE = 0.9
 VARIANTS = ("base", "gauss_ens", "gauss_members", "gauss_qavg", "gauss_pooled", "gauss_ens_allknots", "model_ens",
-            "model_members", "model_qavg", "model_pooled", "default")
+            "model_members", "model_qavg", "model_pooled", "model_ambiguity", "default")
 
 
 def synthetic(kind, seed, n):
@@ -107,11 +112,19 @@ def interval_stats(lower, upper, y):
     return float(np.mean((y >= lower) & (y <= upper))), float(np.mean(upper - lower))
 
 
-def with_maps(template, fitted, pits, predictive, n_knots, n_features):
-    """A CalibratedRegressorCV with given fitted estimators and maps fitted on the given PIT values."""
-    model = CalibratedRegressorCV(template, predictive=predictive, n_knots=n_knots)
+def with_maps(template, fitted, pits, predictive, n_knots, n_features, X_ambiguity=None):
+    """A CalibratedRegressorCV with given fitted estimators and maps fitted on the given PIT values.
+
+    The linear pool of the members, or with ``X_ambiguity`` (the training rows) the ambiguity pool.
+    """
+    pooling = "linear" if X_ambiguity is None else "ambiguity"
+    model = CalibratedRegressorCV(template, predictive=predictive, n_knots=n_knots, pooling=pooling)
     model.estimators_, model.predictive_, model.n_features_in_ = list(fitted), predictive, n_features
     model.calibrators_ = [_fit_calibrator(pit, n_knots) for pit in pits]
+    model.spread_scale_ = None
+    if X_ambiguity is not None:
+        members = model._members(X_ambiguity)
+        model.spread_scale_ = _ambiguity_scale(_RecalibratedPool(members, None, X_ambiguity.shape[0]))
     return model
 
 
@@ -127,7 +140,7 @@ def run_one(X, X_test, y, y_test):
     transform, final = _prediction_step(fitted_all)
     row["base"] = interval_stats(*final.predict_interval(transform(X_test), coverage=COVERAGE), y_test)
     t1 = time.perf_counter()
-    gauss = CalibratedRegressorCV(base, cv=5, predictive="gaussian").fit(X, y)
+    gauss = CalibratedRegressorCV(base, cv=5, predictive="gaussian", pooling="linear").fit(X, y)
     times["fit_base_s"], times["fit_cv5_s"] = t1 - t, time.perf_counter() - t1
     row["gauss_ens"] = interval_stats(*gauss.predict_interval(X_test, coverage=COVERAGE), y_test)
     folds = [test for _, test in KFold(5).split(X)]
@@ -147,6 +160,9 @@ def run_one(X, X_test, y, y_test):
             row["gauss_ens_allknots"] = interval_stats(*allk.predict_interval(X_test, coverage=COVERAGE), y_test)
         else:
             row["model_ens"] = interval_stats(*ens.predict_interval(X_test, coverage=COVERAGE), y_test)
+            ambiguity = with_maps(base, fitted, pits, predictive, "auto", X.shape[1], X_ambiguity=X)
+            row["model_ambiguity"] = interval_stats(*ambiguity.predict_interval(X_test, coverage=COVERAGE), y_test)
+            diag["spread_scale"] = ambiguity.spread_scale_
         members = [with_maps(base, [e], [p], predictive, "auto", X.shape[1]) for e, p in zip(fitted, pits)]
         bounds = np.array([m.predict_interval(X_test, coverage=COVERAGE) for m in members])  # (5, 2, n)
         row[f"{short}_members"] = np.mean([interval_stats(*b, y_test) for b in bounds], axis=0).tolist()
@@ -158,7 +174,7 @@ def run_one(X, X_test, y, y_test):
     times["fit_default_s"] = time.perf_counter() - t
     row["default"] = interval_stats(*default.predict_interval(X_test, coverage=COVERAGE), y_test)
     diag["default_settings"] = {"predictive_": default.predictive_, "ensemble": default.ensemble,
-                                "n_estimators": len(default.estimators_)}
+                                "pooling": default.pooling, "n_estimators": len(default.estimators_)}
     return row, diag, times
 
 
@@ -178,7 +194,8 @@ def markdown(report):
     lines += ["", "Coverage of the central 90% interval on the test rows: mean over splits (each split). "
               "base: the default pipeline's own interval; gauss_*: Gaussian N(mean, std^2) PIT (the default "
               "before issue 28); model_*: the model's own predictive CDF; *_ens: the average of the 5 fold "
-              "models' recalibrated CDFs (ensemble=True); *_members: mean coverage of the 5 recalibrated "
+              "models' recalibrated CDFs (ensemble=True, pooling='linear'); model_ambiguity: the same models "
+              "and maps pooled with pooling='ambiguity'; *_members: mean coverage of the 5 recalibrated "
               "fold models alone; *_pooled: one map on the PIT values of all folds, applied to the pipeline "
               "fitted on all rows (ensemble=False); allknots: n_knots=None; default: CalibratedRegressorCV(base, "
               f"cv=5) at the current defaults ({report['default_settings']}).",

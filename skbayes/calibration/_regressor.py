@@ -27,7 +27,7 @@ from .._param_validation import (
     validate_method_params,
 )
 from .._predictive import (
-    DrawsPredictive, GaussianPredictive, ModelPredictive, bisect_quantile, map_inverse, map_slope,
+    DrawsPredictive, GaussianPredictive, ModelPredictive, _per_row, bisect_quantile, map_inverse, map_slope,
 )
 
 __all__ = ["CalibratedRegressorCV"]
@@ -205,6 +205,115 @@ def _single_output(y):
     return column_or_1d(y, warn=True).astype(np.float64, copy=False)
 
 
+class _RecalibratedPool:
+    r"""The combined predictive of K recalibrated members G_k(y) = R_k(F_{k,x}(y)), for each row.
+
+    Each member is moved to Y = a_k + s Y_k (Y_k ~ G_k) and the pool is the
+    average of the moved CDFs, G(y) = (1/K) sum_k G_k((y - a_k) / s):
+    with ``scale=None`` the linear pool (a_k = 0, s = 1); with a scale s,
+    every member centred on the members' mean, a_k = m - s m_k, where m_k is
+    G_k's mean and m = (1/K) sum_k m_k (``CalibratedRegressorCV``'s
+    ``pooling="ambiguity"``, s from :func:`_ambiguity_scale`). One member is
+    G_1 either way.
+
+    Parameters
+    ----------
+    members : list of (predictive, knots, values)
+        Each member's base predictive (``GaussianPredictive``,
+        ``ModelPredictive`` or ``DrawsPredictive`` of n rows) and its map R_k.
+    scale : float in (0, 1] or None
+    n_rows : int
+    """
+
+    def __init__(self, members, scale, n_rows):
+        self.members, self.n_rows = members, n_rows
+        self._member_moments = None
+        self.linear = scale is None or len(members) == 1
+        if self.linear:
+            self.shifts, self.scale = [None] * len(members), 1.0
+            return
+        means, _ = self.member_moments()
+        self.scale = float(scale)
+        self.shifts = list(means.mean(axis=0) - self.scale * means)
+
+    def member_moments(self):
+        """Means and variances of the recalibrated members G_k, arrays of shape (K, n)."""
+        if self._member_moments is None:
+            self._member_moments = tuple(
+                map(np.array, zip(*(base.recalibrated_moments(k, v) for base, k, v in self.members)))
+            )
+        return self._member_moments
+
+    def _standardised(self, y, shift):
+        """(y - a_k) / s for y of shape (n,) or (n, m); y itself for the linear pool."""
+        if self.linear:
+            return y
+        return (y - _per_row(shift, y)) / self.scale
+
+    def _moved(self, values, shift):
+        """a_k + s values for values of shape (n,) or (n, m); the values themselves for the linear pool."""
+        if self.linear:
+            return values
+        return _per_row(shift, values) + self.scale * values
+
+    def cdf(self, y):
+        """G(y) for y of shape (n,) or (n, m)."""
+        return np.mean([
+            np.interp(base.cdf(self._standardised(y, shift)), knots, values)
+            for (base, knots, values), shift in zip(self.members, self.shifts, strict=True)
+        ], axis=0)
+
+    def logpdf(self, y):
+        """log g(y) for y of shape (n,), in nats: log (1/K) sum_k f_k(z_k) R_k'(F_k(z_k)) / s, z_k = (y - a_k) / s."""
+        terms = []
+        with np.errstate(divide="ignore"):  # a flat part of R (tied PIT values) has density 0
+            for (base, knots, values), shift in zip(self.members, self.shifts, strict=True):
+                z = self._standardised(y, shift)
+                terms.append(base.logpdf(z) + np.log(map_slope(base.cdf(z), knots, values)))
+        return logsumexp(terms, axis=0) - np.log(len(terms)) - np.log(self.scale)
+
+    def quantiles(self, levels):
+        """G^{-1}(q) for the levels of shape (n_levels,): array of shape (n, n_levels), by bisection for K > 1."""
+        shape = (self.n_rows, levels.size)
+        bounds = np.stack([
+            self._moved(base.ppf(np.broadcast_to(map_inverse(levels, knots, values), shape)), shift)
+            for (base, knots, values), shift in zip(self.members, self.shifts, strict=True)
+        ])
+        if len(bounds) == 1:
+            return bounds[0]
+        # The pool's q-quantile lies between its moved members' q-quantiles.
+        return bisect_quantile(self.cdf, levels, bounds.min(axis=0), bounds.max(axis=0))
+
+    def moments(self):
+        """Mean and variance of G, arrays of shape (n,)."""
+        means, variances = self.member_moments()
+        centres = np.array([self._moved(m, shift) for m, shift in zip(means, self.shifts, strict=True)])
+        mean = centres.mean(axis=0)
+        spread = variances if self.linear else self.scale**2 * variances
+        return mean, np.mean(spread + (centres - mean) ** 2, axis=0)
+
+
+def _ambiguity_scale(pool):
+    r"""The spread scale s = sqrt(max(1 - A / V, 1 / K)) of the members of ``pool`` over its rows.
+
+    A = mean over rows and members of (m_k - m)^2, the members'
+    disagreement, V = mean of their variances v_k. By the ambiguity
+    decomposition ([Krogh1995]_), for every y, (m - y)^2 = (1/K) sum_k
+    (m_k - y)^2 - (1/K) sum_k (m_k - m)^2: if each member's variance is its
+    expected squared error (each is calibrated), the mean m of the members
+    has expected squared error V - A, the variance s^2 V of the members
+    centred on m and scaled by s. The floor V / K is that of K equally good
+    members with independent errors. Averages over the rows, as the map R_k
+    is an average over its calibration rows.
+    """
+    means, variances = pool.member_moments()
+    variance = variances.mean()
+    if not variance > 0:
+        return 1.0
+    ratio = 1.0 - ((means - means.mean(axis=0)) ** 2).mean() / variance
+    return float(np.sqrt(np.clip(ratio, 1.0 / len(means), 1.0)))
+
+
 @fill_doc(target_shape="(n_samples,)", target_mismatch="or y\nseveral columns.")
 class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     r"""Recalibrated predictive distribution of a regressor, by isotonic regression of its PIT values.
@@ -295,13 +404,30 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     ensemble : bool or "auto", default="auto"
         As in :class:`~sklearn.calibration.CalibratedClassifierCV`. True: a
         clone of ``estimator`` is fitted on the training part of each split
-        and a map R_k on its PIT values on the test part; the predictive is
-        the average of the K recalibrated CDFs R_k(F_{k,x}(y)) (its
-        quantiles by bisection). False: the PIT values of all test parts
+        and a map R_k on its PIT values on the test part; the predictive
+        pools the K recalibrated CDFs R_k(F_{k,x}(y)) as ``pooling`` says
+        (its quantiles by bisection). False: the PIT values of all test parts
         (cross-validated predictions, as ``cross_val_predict``) fit one map,
         applied to a clone fitted on all of (X, y). "auto" is False for a
         :class:`~sklearn.frozen.FrozenEstimator` and True otherwise. Ignored
         with ``cv="prefit"``.
+    pooling : {"ambiguity", "linear"}, default="ambiguity"
+        How the K recalibrated members G_k = R_k(F_{k,x}) of
+        ``ensemble=True`` are combined (one member: G_1 either way):
+
+        - ``"ambiguity"``: the average of the members, each centred on
+          their mean at x, m = (1/K) sum_k m_k (m_k the mean of G_k), and
+          with its spread about its mean scaled by one factor
+          ``spread_scale_`` s = sqrt(max(1 - A / V, 1 / K)), where A is the
+          members' disagreement (m_k - m)^2 and V their variance v_k, both
+          averaged over the members and the training rows: by the ambiguity
+          decomposition ([Krogh1995]_), the squared error of the mean of
+          calibrated members is V - A on average, s^2 V. The floor V / K is
+          that of K equally good members with independent errors. See
+          Notes.
+        - ``"linear"``: the average of the K CDFs, (1/K) sum_k G_k(y) (the
+          linear pool), which is wider than calibrated where the members
+          disagree.
     n_jobs : int, default=None
         Number of jobs fitting the cross-validation clones in parallel
         (joblib; None means 1).
@@ -314,6 +440,9 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         The fitted base regressors: one per split with ``ensemble=True``,
         else one (fitted on all of X, or ``estimator`` itself with
         ``cv="prefit"``).
+    spread_scale_ : float or None
+        The factor s of ``pooling="ambiguity"`` (in [1 / sqrt(K), 1]); None
+        with ``pooling="linear"`` or one member.
     calibrators_ : list of sklearn.isotonic.IsotonicRegression
         The maps R, one per entry of ``estimators_``: piecewise linear with
         knots ``X_thresholds_`` (PIT values, from 0 to 1) and values
@@ -383,19 +512,29 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     function for the model's own predictive. Sample weights and fit
     parameters are not routed to the base estimator.
 
-    **Averaging the folds' models widens.** With ``ensemble=True`` each
-    fold's recalibrated model R_k(F_{k,x}) is calibrated on its own held-out
-    rows, but their average (a linear pool) is not: where the fold models
-    disagree by much of their recalibrated width (a small, nearly
-    noise-free set, where the error is mostly the model's), the pool is
-    wider than each, and a linear pool of distinct calibrated forecasts is
-    over-dispersed ([Gneiting2013]_, section 3). On a 300-row noise-free
-    set (``examples/benchmarks/recalibration_small.py``) the five
+    **Pooling the folds' models.** With ``ensemble=True`` each fold's
+    recalibrated model G_k = R_k(F_{k,x}) is calibrated on its own held-out
+    rows, but their average (the linear pool) is not: a linear pool of
+    distinct calibrated forecasts is over-dispersed ([Gneiting2013]_,
+    section 3), because the mean of the members is a better prediction
+    than each member while the pool keeps each member's width and adds
+    their disagreement. It matters where the error is mostly the model's
+    (a small, nearly noise-free set): on a 300-row noise-free set the five
     recalibrated fold models each cover about 0.90 of the test rows with
-    their 90% interval, their average 0.98. ``ensemble=False`` (one map on
-    all the folds' PIT values, applied to a model fitted on all rows) is
-    narrower but is not calibrated either: its map is that of models fitted
-    on fewer rows.
+    their 90% interval, their linear pool 0.98. ``pooling="ambiguity"``
+    gives the pool the width of the error of the members' mean instead:
+    Y = m + s (Y_k - m_k) for a draw Y_k of a member picked at random, so
+    the pool keeps the members' shapes (skew, tails), has mean m and
+    variance s^2 V on average over the rows. s is one number, like the map
+    R_k an average over rows (the members are calibrated on average over x,
+    not at each x). It is measured on the training rows, where the members
+    disagree less than on new rows (each row trained K - 1 of them), so s
+    errs towards 1, the wider side. There are no held-out rows to calibrate
+    the pool itself on: every row trained K - 1 of the members.
+    ``examples/benchmarks/recalibration_small.py`` measures both.
+    ``ensemble=False`` (one map on all the folds' PIT values, applied to a
+    model fitted on all rows) is narrower but is not calibrated either: its
+    map is that of models fitted on fewer rows.
 
     References
     ----------
@@ -404,6 +543,8 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
        2018.
     .. [Gneiting2013] T. Gneiting and R. Ranjan, "Combining predictive
        distributions", Electronic Journal of Statistics 7, 2013.
+    .. [Krogh1995] A. Krogh and J. Vedelsby, "Neural network ensembles,
+       cross validation, and active learning", NeurIPS 7, 1995.
 
     Examples
     --------
@@ -426,12 +567,13 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         "n_knots": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "cv": ["cv_object", StrOptions({"prefit"})],
         "ensemble": ["boolean", StrOptions({"auto"})],
+        "pooling": [StrOptions({"ambiguity", "linear"})],
         "n_jobs": [Integral, None],
     }
 
     def __init__(
         self, estimator=None, *, predictive="auto", n_mc_predict=1000, n_knots="auto", cv=None, ensemble="auto",
-        n_jobs=None,
+        pooling="ambiguity", n_jobs=None,
     ):
         self.estimator = estimator
         self.predictive = predictive
@@ -439,6 +581,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         self.n_knots = n_knots
         self.cv = cv
         self.ensemble = ensemble
+        self.pooling = pooling
         self.n_jobs = n_jobs
 
     def _get_estimator(self):
@@ -480,6 +623,9 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
             pairs = self._cross_fit(estimator, X, y, settings)
         self.estimators_ = [fitted for fitted, _ in pairs]
         self.calibrators_ = [_fit_calibrator(pit, self.n_knots) for _, pit in pairs]
+        self.spread_scale_ = None
+        if self.pooling == "ambiguity" and len(pairs) > 1:
+            self.spread_scale_ = _ambiguity_scale(_RecalibratedPool(self._members(X), None, X.shape[0]))
         return self
 
     def _cross_fit(self, estimator, X, y, settings):
@@ -501,8 +647,11 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         return [(clone(estimator).fit(X, y), np.concatenate([pit for _, pit in folds]))]
 
     # --------------------------------------------------------------- prediction
-    def _components(self, X):
-        """(base predictive, knots, values) of each recalibrated regressor, for the validated rows X."""
+    def _pool(self, X):
+        """The recalibrated predictive distribution of the validated rows X (one member per fitted estimator)."""
+        return _RecalibratedPool(self._members(X), getattr(self, "spread_scale_", None), X.shape[0])
+
+    def _members(self, X):
         return [
             (_base_predictive(fitted, X, self.predictive_, self.n_mc_predict), iso.X_thresholds_, iso.y_thresholds_)
             for fitted, iso in zip(self.estimators_, self.calibrators_, strict=True)
@@ -517,28 +666,15 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, reset=False, multi_output=True, y_numeric=True, dtype=(np.float64, np.float32))
         return X, _single_output(y)
 
-    @staticmethod
-    def _cdf(components, y):
-        return np.mean([np.interp(base.cdf(y), knots, values) for base, knots, values in components], axis=0)
-
     def _quantiles(self, X, levels):
-        X = self._validate_X(X)
-        components, n = self._components(X), X.shape[0]
-        bounds = np.stack([
-            base.ppf(np.broadcast_to(map_inverse(levels, knots, values), (n, levels.size)))
-            for base, knots, values in components
-        ])
-        if len(components) == 1:
-            return bounds[0]
-        # The ensemble's q-quantile lies between its members' q-quantiles.
-        return bisect_quantile(lambda y: self._cdf(components, y), levels, bounds.min(axis=0), bounds.max(axis=0))
+        return self._pool(self._validate_X(X)).quantiles(levels)
 
     @validate_method_params(return_std=["boolean"])
     def predict(self, X, return_std=False):
         """Mean of the recalibrated predictive distribution, and optionally its standard deviation.
 
-        For ``ensemble=True`` the mean and standard deviation of the average
-        of the recalibrated distributions.
+        For ``ensemble=True`` the mean and standard deviation of the pool of
+        the recalibrated distributions (``pooling``).
 
         Parameters
         ----------
@@ -555,12 +691,8 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
 
         %(predict_raises)s
         """
-        components = self._components(self._validate_X(X))
-        means, variances = map(np.array, zip(*(base.recalibrated_moments(k, v) for base, k, v in components)))
-        mean = means.mean(axis=0)
-        if not return_std:
-            return mean
-        return mean, np.sqrt(np.mean(variances + (means - mean) ** 2, axis=0))
+        mean, variance = self._pool(self._validate_X(X)).moments()
+        return (mean, np.sqrt(variance)) if return_std else mean
 
     @validate_method_params(quantiles=["array-like"])
     def predict_quantiles(self, X, quantiles):
@@ -569,7 +701,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         The quantile at level q is F_x^{-1}(R^{-1}(q)), the base quantile at
         the recalibrated level (R^{-1} the generalised inverse, the smallest
         level where R reaches q); with ``ensemble=True``, the quantile of the
-        average of the recalibrated CDFs, by bisection.
+        pool of the recalibrated CDFs (``pooling``), by bisection.
 
         Parameters
         ----------
@@ -611,7 +743,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         return bounds[:, 0], bounds[:, 1]
 
     def predict_cdf(self, X, y):
-        """Recalibrated predictive CDF at y: R(F_x(y)) (averaged over the ensemble).
+        """Recalibrated predictive CDF at y: R(F_x(y)) (pooled over the ensemble, see ``pooling``).
 
         At held-out targets these are the recalibrated PIT values, uniform
         on (0, 1) when the recalibration holds.
@@ -635,7 +767,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
             several columns.
         """
         X, y = self._validate_X_y(X, y)
-        return self._cdf(self._components(X), y)
+        return self._pool(X).cdf(y)
 
     @available_if(_has_density)
     def log_predictive_density(self, X, y):
@@ -644,7 +776,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         log f_x(y) + log R'(F_x(y)) ([Kuleshov2018]_, section 3.2) for the
         base density f_x (the Gaussian's, or the model's own
         ``log_predictive_density`` with ``predictive="model"``; the log of
-        the average over the ensemble); R' is the slope of the
+        the pool's density over the ensemble, see ``pooling``); R' is the slope of the
         piecewise-linear map, so the density is piecewise (see Notes of the
         class). Not with ``predictive="draws"``, nor with a ``"model"`` base
         that has no ``log_predictive_density``.
@@ -652,9 +784,4 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         %(log_predictive_density_sections)s
         """
         X, y = self._validate_X_y(X, y)
-        with np.errstate(divide="ignore"):  # a flat part of R (tied PIT values) has density 0
-            terms = [
-                base.logpdf(y) + np.log(map_slope(base.cdf(y), knots, values))
-                for base, knots, values in self._components(X)
-            ]
-        return logsumexp(terms, axis=0) - np.log(len(terms))
+        return self._pool(X).logpdf(y)
