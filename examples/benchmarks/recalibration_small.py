@@ -71,7 +71,7 @@ from _common import end_environment, environment, limit_threads, results_dir, sa
 from skbayes import BayesianMLPRegressor  # noqa: E402
 from skbayes.calibration import CalibratedRegressorCV  # noqa: E402
 from skbayes.calibration._regressor import (  # noqa: E402
-    _ambiguity_scale, _fit_calibrator, _pit, _prediction_step, _RecalibratedPool,
+    _ambiguity_scale, _fit_calibrator, _pit, _prediction_step,
 )
 from skbayes.datasets import fetch_uci, get_uci_split  # noqa: E402
 
@@ -123,8 +123,7 @@ def with_maps(template, fitted, pits, predictive, n_knots, n_features, X_ambigui
     model.calibrators_ = [_fit_calibrator(pit, n_knots) for pit in pits]
     model.spread_scale_ = None
     if X_ambiguity is not None:
-        members = model._members(X_ambiguity)
-        model.spread_scale_ = _ambiguity_scale(_RecalibratedPool(members, None, X_ambiguity.shape[0]))
+        model.spread_scale_ = _ambiguity_scale(*model._member_moments(X_ambiguity))
     return model
 
 

@@ -293,20 +293,35 @@ class _RecalibratedPool:
         return mean, np.mean(spread + (centres - mean) ** 2, axis=0)
 
 
-def _ambiguity_scale(pool):
-    r"""The spread scale s = sqrt(max(1 - A / V, 1 / K)) of the members of ``pool`` over its rows.
+# Rows per block when the members' moments are measured on the training rows (bounds the memory of
+# predictive="draws", n_mc_predict draws per row and member).
+_MOMENT_BLOCK_ROWS = 2048
+
+
+def _ambiguity_scale(means, variances):
+    r"""The spread scale s = sqrt(max(1 - A / V, 1 / K)) of K members, from their means and variances.
 
     A = mean over rows and members of (m_k - m)^2, the members'
-    disagreement, V = mean of their variances v_k. By the ambiguity
-    decomposition ([Krogh1995]_), for every y, (m - y)^2 = (1/K) sum_k
-    (m_k - y)^2 - (1/K) sum_k (m_k - m)^2: if each member's variance is its
-    expected squared error (each is calibrated), the mean m of the members
-    has expected squared error V - A, the variance s^2 V of the members
-    centred on m and scaled by s. The floor V / K is that of K equally good
-    members with independent errors. Averages over the rows, as the map R_k
-    is an average over its calibration rows.
+    disagreement, V = mean of their variances v_k (``means`` and
+    ``variances`` of shape (K, n)). By the ambiguity decomposition
+    ([Krogh1995]_), for every y, (m - y)^2 = (1/K) sum_k (m_k - y)^2 -
+    (1/K) sum_k (m_k - m)^2: if each member's variance is its expected
+    squared error (each is calibrated), the mean m of the members has
+    expected squared error V - A, the variance s^2 V of the members centred
+    on m and scaled by s. The floor V / K is that of K equally good members
+    with independent errors. Averages over the rows, as the map R_k is an
+    average over its calibration rows. V = 0 (members without spread) gives 1.
+
+    Raises
+    ------
+    ValueError
+        If a member's mean or variance is not finite.
     """
-    means, variances = pool.member_moments()
+    if not (np.all(np.isfinite(means)) and np.all(np.isfinite(variances))):
+        raise ValueError(
+            "pooling='ambiguity': a recalibrated fold model has a non-finite predictive mean or variance on the "
+            "training rows; check the base estimator's predictions, or use pooling='linear'."
+        )
     variance = variances.mean()
     if not variance > 0:
         return 1.0
@@ -625,8 +640,29 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
         self.calibrators_ = [_fit_calibrator(pit, self.n_knots) for _, pit in pairs]
         self.spread_scale_ = None
         if self.pooling == "ambiguity" and len(pairs) > 1:
-            self.spread_scale_ = _ambiguity_scale(_RecalibratedPool(self._members(X), None, X.shape[0]))
+            self.spread_scale_ = _ambiguity_scale(*self._member_moments(X))
         return self
+
+    def _member_moments(self, X):
+        """Means and variances of each recalibrated member on the rows X, arrays of shape (K, n), by blocks of rows."""
+        blocks = [
+            [
+                _base_predictive(fitted, X[start:start + _MOMENT_BLOCK_ROWS], self.predictive_, self.n_mc_predict)
+                .recalibrated_moments(iso.X_thresholds_, iso.y_thresholds_)
+                for start in range(0, X.shape[0], _MOMENT_BLOCK_ROWS)
+            ]
+            for fitted, iso in zip(self.estimators_, self.calibrators_, strict=True)
+        ]
+        means = np.array([np.concatenate([m for m, _ in member]) for member in blocks])
+        variances = np.array([np.concatenate([v for _, v in member]) for member in blocks])
+        return means, variances
+
+    def __setstate__(self, state):
+        # a model pickled before ``pooling`` (issue 28) pooled its folds linearly
+        state.setdefault("pooling", "linear")
+        if "calibrators_" in state:
+            state.setdefault("spread_scale_", None)
+        super().__setstate__(state)
 
     def _cross_fit(self, estimator, X, y, settings):
         """(fitted estimator, held-out PIT values) pairs: one per split, or one in all with ensemble=False."""
