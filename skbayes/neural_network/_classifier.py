@@ -142,7 +142,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             ``inference_diagnostics_["n_diverged_chains"]``) and chains that
             have not mixed (``inference_diagnostics_["rhat"]`` above 1.1);
             with the methods trained by an ELBO (``MeanFieldVI``, ``Vadam``,
-            ``MNF``, ``WHVI``, ``BayesByHypernet``), a posterior collapsed
+            ``MNF``, ``WHVI``, ``BayesByHypernet``, ``BayesByGAN``), a posterior collapsed
             onto the prior: a training accuracy that gains less than half
             of what a cross-validated ``LogisticRegression`` gains over the
             majority class, when that gain is at least a fifth of the

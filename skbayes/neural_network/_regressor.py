@@ -328,7 +328,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             chains that have not mixed (``inference_diagnostics_["rhat"]``
             above 1.1, see ``skbayes.inference._guards.warn_if_chains_not_mixed``);
             with the methods trained by an ELBO (``MeanFieldVI``, ``Vadam``,
-            ``MNF``, ``WHVI``, ``BayesByHypernet``), a posterior collapsed
+            ``MNF``, ``WHVI``, ``BayesByHypernet``, ``BayesByGAN``), a posterior collapsed
             onto the prior: a training R^2 below half the held-out R^2 of a
             linear model that finds a signal (at least 0.2), see
             ``skbayes.inference._guards.warn_if_collapsed``.

@@ -14,6 +14,7 @@ import warnings
 import pytest
 import torch
 from sklearn.datasets import make_regression
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.preprocessing import StandardScaler
 from torch.distributions import Normal, kl_divergence
@@ -50,6 +51,19 @@ def test_regressor_learns_the_check_data_at_its_defaults(method_class):
     assert model.score(X, y) > 0.5
     expected = "GaussianLikelihood" if method_class.__name__ in GAUSSIAN_BY_DEFAULT else "StudentTLikelihood"
     assert type(model.module_["likelihood"]).__name__ == expected
+
+
+@pytest.mark.parametrize("method_class", inference_method_classes(), ids=lambda cls: cls.__name__)
+def test_regressor_learns_the_check_data_or_says_it_did_not(method_class):
+    # Another seed: a fit that explains less than half of what a linear model finds on held-out rows (the
+    # collapse guard's rule; the check's floor is an R^2 of 0.5) must say so with a ConvergenceWarning, never
+    # return a posterior at the prior in silence.
+    X, y = _check_data()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = BayesianMLPRegressor(inference=method_class(), random_state=1).fit(X, y)
+    warned = any(issubclass(w.category, ConvergenceWarning) and "collapsed" in str(w.message) for w in caught)
+    assert model.score(X, y) > 0.5 or warned, f"training R^2 {model.score(X, y):.3f} and no warning"
 
 
 def test_layer_prior_scale():
