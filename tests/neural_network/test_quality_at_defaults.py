@@ -40,30 +40,29 @@ def _check_data():
 GAUSSIAN_BY_DEFAULT = {"MeanFieldVI", "Vadam", "MNF", "BayesByHypernet", "PBP"}
 
 
+# Methods that do not yet learn the check's data at their defaults on every seed (issue 29): they must say so
+# with the collapse guard's ConvergenceWarning instead. Bayes by GAN: training R^2 0.57 with random_state=0,
+# 0.02, 0.04 and 0.00 with 1 to 3 (examples/benchmarks/results/defaults/vi_defaults_bbg.md).
+NOT_YET_RELIABLE = {"BayesByGAN"}
+
+
 @pytest.mark.parametrize("method_class", inference_method_classes(), ids=lambda cls: cls.__name__)
 def test_regressor_learns_the_check_data_at_its_defaults(method_class):
+    # random_state=1: with 0 every method learns, Bayes by GAN by luck. A method that does not learn must
+    # never return a posterior at the prior in silence.
     X, y = _check_data()
     # what a linear model finds here, for scale: R^2 about 0.81
     assert LinearRegression().fit(X, y).score(X, y) > 0.75
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarnings are the guards' tests' business
-        model = BayesianMLPRegressor(inference=method_class(), random_state=0).fit(X, y)
-    assert model.score(X, y) > 0.5
-    expected = "GaussianLikelihood" if method_class.__name__ in GAUSSIAN_BY_DEFAULT else "StudentTLikelihood"
-    assert type(model.module_["likelihood"]).__name__ == expected
-
-
-@pytest.mark.parametrize("method_class", inference_method_classes(), ids=lambda cls: cls.__name__)
-def test_regressor_learns_the_check_data_or_says_it_did_not(method_class):
-    # Another seed: a fit that explains less than half of what a linear model finds on held-out rows (the
-    # collapse guard's rule; the check's floor is an R^2 of 0.5) must say so with a ConvergenceWarning, never
-    # return a posterior at the prior in silence.
-    X, y = _check_data()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = BayesianMLPRegressor(inference=method_class(), random_state=1).fit(X, y)
     warned = any(issubclass(w.category, ConvergenceWarning) and "collapsed" in str(w.message) for w in caught)
-    assert model.score(X, y) > 0.5 or warned, f"training R^2 {model.score(X, y):.3f} and no warning"
+    if method_class.__name__ in NOT_YET_RELIABLE:
+        assert model.score(X, y) > 0.5 or warned, f"training R^2 {model.score(X, y):.3f} and no warning"
+    else:
+        assert model.score(X, y) > 0.5
+    expected = "GaussianLikelihood" if method_class.__name__ in GAUSSIAN_BY_DEFAULT else "StudentTLikelihood"
+    assert type(model.module_["likelihood"]).__name__ == expected
 
 
 def test_layer_prior_scale():
