@@ -289,12 +289,11 @@ class _RecalibratedPool:
         means, variances = self.member_moments()
         centres = np.array([self._moved(m, shift) for m, shift in zip(means, self.shifts, strict=True)])
         mean = centres.mean(axis=0)
-        spread = variances if self.linear else self.scale**2 * variances
-        return mean, np.mean(spread + (centres - mean) ** 2, axis=0)
+        return mean, np.mean(self.scale**2 * variances + (centres - mean) ** 2, axis=0)
 
 
 # Rows per block when the members' moments are measured on the training rows (bounds the memory of
-# predictive="draws", n_mc_predict draws per row and member).
+# predictive="draws" to K members x 2,048 rows x n_mc_predict draws).
 _MOMENT_BLOCK_ROWS = 2048
 
 
@@ -645,17 +644,9 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _member_moments(self, X):
         """Means and variances of each recalibrated member on the rows X, arrays of shape (K, n), by blocks of rows."""
-        blocks = [
-            [
-                _base_predictive(fitted, X[start:start + _MOMENT_BLOCK_ROWS], self.predictive_, self.n_mc_predict)
-                .recalibrated_moments(iso.X_thresholds_, iso.y_thresholds_)
-                for start in range(0, X.shape[0], _MOMENT_BLOCK_ROWS)
-            ]
-            for fitted, iso in zip(self.estimators_, self.calibrators_, strict=True)
-        ]
-        means = np.array([np.concatenate([m for m, _ in member]) for member in blocks])
-        variances = np.array([np.concatenate([v for _, v in member]) for member in blocks])
-        return means, variances
+        blocks = [X[start:start + _MOMENT_BLOCK_ROWS] for start in range(0, X.shape[0], _MOMENT_BLOCK_ROWS)]
+        blocks = [_RecalibratedPool(self._members(rows), None, rows.shape[0]).member_moments() for rows in blocks]
+        return tuple(np.concatenate(parts, axis=1) for parts in zip(*blocks))
 
     def __setstate__(self, state):
         # a model pickled before ``pooling`` (issue 28) pooled its folds linearly
@@ -685,7 +676,7 @@ class CalibratedRegressorCV(RegressorMixin, MetaEstimatorMixin, BaseEstimator):
     # --------------------------------------------------------------- prediction
     def _pool(self, X):
         """The recalibrated predictive distribution of the validated rows X (one member per fitted estimator)."""
-        return _RecalibratedPool(self._members(X), getattr(self, "spread_scale_", None), X.shape[0])
+        return _RecalibratedPool(self._members(X), self.spread_scale_, X.shape[0])
 
     def _members(self, X):
         return [

@@ -124,8 +124,10 @@ def method_doc(epoch="passes over the training rows"):
         parameters = inspect.signature(cls.__init__).parameters
         max_iter = parameters["max_iter"].default
         prior_scaling = parameters["prior_scaling"].default if "prior_scaling" in parameters else None
-        return fill_doc(**_LOOP_DOC, max_iter_default=repr(max_iter), prior_scaling_default="None" if prior_scaling is None else f'"{prior_scaling}"',
-                        epoch=epoch)(cls)
+        prior_scaling_default = "None" if prior_scaling is None else f'"{prior_scaling}"'
+        return fill_doc(
+            **_LOOP_DOC, max_iter_default=repr(max_iter), prior_scaling_default=prior_scaling_default, epoch=epoch
+        )(cls)
 
     return decorate
 
