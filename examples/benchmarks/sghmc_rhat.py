@@ -7,12 +7,12 @@ sets given with ``--long``, ``BayesianMLPRegressor(inference=SGHMC(burn_in=300,
 thinning=10))`` (the 500-epoch schedule at 32 rows per step), on the sets and
 splits of ``examples/benchmarks/stacking.py``. For each fit it records the
 test log predictive density (nats per row, units of y), the R-hat the
-estimator reports (``inference_diagnostics_["rhat"]``: the largest classic
-split R-hat over the chains of the mean training log-likelihood and of the
-log-likelihood of the first 8 training rows) and the largest *within-chain*
-split R-hat of the same quantities (each chain's first half of kept samples
-against its second half, chain by chain): a chain still drifting shows in the
-second, chains settled in different modes only in the first.
+estimator reports (``inference_diagnostics_["rhat"]``: the rank-normalised
+split R-hat over the chains of the kept samples' mean training
+log-likelihood) and the largest *within-chain* split R-hat of the same
+quantity (each chain's first half of kept samples against its second half,
+chain by chain): a chain still drifting shows in the second, chains settled
+at different levels of fit only in the first.
 
 How to run
 ----------
@@ -38,19 +38,17 @@ from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
 from skbayes.inference import SGHMC  # noqa: E402
-from skbayes.inference._sghmc import _N_RHAT_ROWS  # noqa: E402
-from skbayes.nn.diagnostics import split_rhat  # noqa: E402
+from skbayes.nn import rank_normalized_split_rhat  # noqa: E402
 
 
 def within_chain_rhat(model, X, y):
-    """Largest split R-hat of each chain alone (its two halves) over the estimator's R-hat quantities."""
+    """Largest split R-hat of each chain alone (its two halves) of the estimator's R-hat quantity."""
     method, module = model.inference_, model.module_
     Y = torch.as_tensor(((y - model._y_mean[0]) / model._y_scale[0])[:, None])
     log_lik = method._kept_log_lik(module, torch.as_tensor(X), Y)
     n_chains = method.n_chains
-    log_lik = log_lik.reshape(n_chains, -1, log_lik.shape[-1])
-    quantities = torch.cat([log_lik.mean(dim=-1, keepdim=True), log_lik[..., :_N_RHAT_ROWS]], dim=-1).double()
-    return max(float(split_rhat(quantities[c:c + 1]).max()) for c in range(n_chains))
+    mean_log_lik = log_lik.mean(dim=-1).reshape(n_chains, -1)
+    return max(float(rank_normalized_split_rhat(mean_log_lik[c:c + 1])) for c in range(n_chains))
 
 
 def markdown(report):

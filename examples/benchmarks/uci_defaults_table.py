@@ -28,6 +28,11 @@ later file on the command line wins a split that two files hold), so that
 processes may share a dataset. The run files' environments (load average, threads, commit) are
 listed at the end.
 
+With ``--before FILE ...`` it adds a table of the default against an
+earlier default: the ``skbayes`` rows of those files paired split by split
+with the ``skbayes`` rows of the main files (test LL difference, splits
+where the new one is at least the old, RMSE and fit time of both).
+
 With ``--candidates`` it prints instead one row per skbayes configuration
 (one results file each, e.g. the runs that chose the defaults) and one
 test-LL column per dataset.
@@ -126,9 +131,37 @@ def candidates_table(paths):
     return "\n".join(lines)
 
 
+def before_table(table, paths, runs):
+    """Markdown lines: the default (``skbayes`` rows of ``table``) against the earlier one in ``paths``."""
+    earlier, earlier_runs = collect(paths)
+    runs.extend(earlier_runs)
+    lines = ["", "The default against the earlier default (`--before`; test LL in nats per point, paired over the "
+             "common splits; fit times from separate runs):", "",
+             "| dataset | splits | earlier test LL | test LL | difference | splits at least the earlier | "
+             "RMSE earlier / now | fit time (s) earlier / now |", "|---|---|---|---|---|---|---|---|"]
+    for name in table:
+        if "skbayes" not in table[name] or "skbayes" not in earlier.get(name, {}):
+            continue
+        now, old = table[name]["skbayes"][0], earlier[name]["skbayes"][0]
+        common = {r["split"] for r in now} & {r["split"] for r in old}
+        now, old = [r for r in now if r["split"] in common], [r for r in old if r["split"] in common]
+        d = paired(now, old)
+
+        def mean(rows, key):
+            return float(np.mean([r[key] for r in rows]))
+
+        lines.append(f"| {name} | {d[2]} | {mean(old, 'test_ll'):.3f} | {mean(now, 'test_ll'):.3f} | "
+                     f"{d[0]:+.3f} ± {d[1]:.3f} | {paired_wins(now, old)} of {d[2]} | "
+                     f"{mean(old, 'rmse'):.3f} / {mean(now, 'rmse'):.3f} | "
+                     f"{mean(old, 'fit_time_s'):.1f} / {mean(now, 'fit_time_s'):.1f} |")
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+")
+    parser.add_argument("--before", nargs="+", default=[],
+                        help="Result files of an earlier default, paired with this one's skbayes rows.")
     parser.add_argument("--candidates", action="store_true",
                         help="One row per skbayes configuration (one file each) instead: the exploration table.")
     args = parser.parse_args(argv)
@@ -180,7 +213,10 @@ def main(argv=None):
         outliers = [r["split"] for r in table[name]["skbayes"][0] if r["rmse"] > 1.5 * np.median(rmse)]
         cells.append(f"{len(outliers)}" + (f" (split {', '.join(map(str, outliers))})" if outliers else ""))
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"At least NGBoost's test LL on {wins} of {n_ngb} datasets.", "",
+    lines += ["", f"At least NGBoost's test LL on {wins} of {n_ngb} datasets."]
+    if args.before:
+        lines += before_table(table, args.before, runs)
+    lines += ["",
               "Mean ± standard error (np.std(ddof=0) / sqrt(n_splits)) over the fixed splits; test LL in nats per "
               "point and RMSE in the units of y; fit time is the wall clock of one fit, including the scaler. "
               "Runs:"]

@@ -44,7 +44,7 @@ def warn_if_chains_not_mixed(rhat, what):
         ``inference_diagnostics_["rhat"]``; NaN (fewer than 4 kept samples
         per chain) is not reported.
     what : str
-        The quantities ``rhat`` is the largest split R-hat of, for the message.
+        What ``rhat`` is (which R-hat, of which quantities), for the message.
 
     Returns
     -------
@@ -54,7 +54,7 @@ def warn_if_chains_not_mixed(rhat, what):
         return False
     warnings.warn(
         f"SGHMC: the chains have not mixed: split R-hat {rhat:.3g} > {RHAT_THRESHOLD} "
-        f"(inference_diagnostics_['rhat'], the largest over {what}). Run longer chains, "
+        f"(inference_diagnostics_['rhat'], {what}). Run longer chains, "
         "SGHMC(burn_in=..., thinning=...) above their defaults (300 and 10 epochs) or more n_kept_samples, "
         "or more chains (n_chains); treat the predictive uncertainty with care meanwhile.",
         ConvergenceWarning,

@@ -32,7 +32,7 @@ equation cited in their docstrings. The files are laid out by role:
 """
 
 from .gp import OBJECTIVES, SVGP, DeepGP, KeptStates, SparseGPPriors, linear_mean_weights
-from .diagnostics import split_rhat
+from .diagnostics import rank_normalized_split_rhat, split_rhat
 from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
@@ -220,6 +220,7 @@ __all__ = [
     "raw_from_scale_tril",
     "relu_moments",
     "scale_tril_from_raw",
+    "rank_normalized_split_rhat",
     "split_rhat",
     "uniform_init",
     "whvi_dimensions",

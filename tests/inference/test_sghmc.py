@@ -8,7 +8,7 @@ import skbayes.inference._sghmc as sghmc_module
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes._training import Callback
 from skbayes.inference import SGHMC as SGHMCMethod
-from skbayes.nn import SGHMC, split_rhat
+from skbayes.nn import SGHMC, rank_normalized_split_rhat, split_rhat
 
 from _exact_blr import exact_blr_predictive, make_blr_data
 
@@ -131,6 +131,64 @@ def test_split_rhat_edge_cases():
     assert np.isnan(float(split_rhat(torch.tensor([[0.0] * 6, [1.0] * 6]))))
     with pytest.raises(ValueError, match="at least 4 draws"):
         split_rhat(torch.zeros(2, 3))
+
+
+def _rank_rhat_reference(draws):
+    """Rank-normalised folded split R-hat (Vehtari et al. 2021, section 4) of one scalar, in numpy and scipy."""
+    from scipy.stats import norm, rankdata
+
+    def classic(x):  # x: (sequences, n), Gelman et al. 2013, eqs. 11.2-11.4
+        n = x.shape[1]
+        within = x.var(axis=1, ddof=1).mean()
+        return np.sqrt(((n - 1) / n * within + n * x.mean(axis=1).var(ddof=1) / n) / within)
+
+    def z(x):
+        return norm.ppf((rankdata(x, method="average").reshape(x.shape) - 3 / 8) / (x.size + 1 / 4))
+
+    half = draws.shape[1] // 2
+    split = np.concatenate([draws[:, :half], draws[:, draws.shape[1] - half:]])
+    return max(classic(z(split)), classic(z(np.abs(split - np.median(split)))))
+
+
+@pytest.mark.parametrize("n_draws", [20, 21, 5])
+def test_rank_normalized_split_rhat_matches_a_direct_computation(n_draws):
+    rng = np.random.RandomState(n_draws)
+    draws = rng.standard_normal((3, n_draws, 3))
+    draws[1] += 0.5  # one chain shifted
+    draws[2, :, 1] *= 3  # one chain wider
+    draws[0, :, 2] = np.round(draws[0, :, 2])  # ties
+    expected = [_rank_rhat_reference(draws[..., k]) for k in range(3)]
+    np.testing.assert_allclose(rank_normalized_split_rhat(torch.tensor(draws)).numpy(), expected, rtol=1e-12)
+
+
+def test_rank_normalized_split_rhat_sees_ranks_and_spread_only():
+    g = torch.Generator().manual_seed(0)
+    draws = torch.randn(2, 50, generator=g, dtype=torch.float64)
+    # any increasing transformation of the draws leaves it unchanged
+    assert float(rank_normalized_split_rhat(draws.exp() ** 3)) == pytest.approx(
+        float(rank_normalized_split_rhat(draws)), rel=1e-12)
+    # chains with one centre and different spreads: the classic form sees nothing, the folded part does
+    spread = torch.randn(2, 1000, generator=g, dtype=torch.float64) * torch.tensor([[1.0], [3.0]], dtype=torch.float64)
+    assert float(split_rhat(spread)) < 1.01 and float(rank_normalized_split_rhat(spread)) > 1.1
+    # chains at different values, or one drifting, as for the classic form
+    assert float(rank_normalized_split_rhat(draws + torch.tensor([[0.0], [3.0]], dtype=torch.float64))) > 1.1
+    assert float(rank_normalized_split_rhat(draws[:1] + torch.linspace(0, 6, 50, dtype=torch.float64))) > 1.1
+
+
+def test_rank_normalized_split_rhat_rarely_flags_independent_draws_of_the_default_shape():
+    # SGHMC's default keeps 2 chains of 20 samples; independent draws of that shape pass 1.1 most of the time
+    draws = torch.randn(2, 20, 4000, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    false_alarms = float((rank_normalized_split_rhat(draws) > 1.1).double().mean())
+    assert false_alarms < 0.1
+
+
+def test_rank_normalized_split_rhat_edge_cases():
+    assert float(rank_normalized_split_rhat(torch.ones(2, 10))) == 1.0
+    assert np.isnan(float(rank_normalized_split_rhat(torch.tensor([[0.0] * 6, [1.0] * 6]))))
+    with pytest.raises(ValueError, match="at least 4 draws"):
+        rank_normalized_split_rhat(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="n_chains, n_draws"):
+        rank_normalized_split_rhat(torch.zeros(8))
 
 
 # --------------------------------------------------------------- the estimator
@@ -269,8 +327,8 @@ class _RecordWeights(Callback):
 @pytest.mark.parametrize("n_rows", [300, 3000])
 def test_default_schedule_is_a_step_budget_whatever_the_rows(n_rows, monkeypatch):
     # With the budget patched down to 60 steps and 20 kept samples per chain, the burn-in is
-    # round(60 * 300 / 500) = 36 steps and one sample is kept every (60 - 36) // 20 = 1 step:
-    # 56 steps, the kept samples being the chains after steps 37, ..., 56, for 300 rows
+    # round(60 * 300 / 700) = 26 steps and one sample is kept every (60 - 26) // 20 = 1 step:
+    # 46 steps, the kept samples being the chains after steps 27, ..., 46, for 300 rows
     # (2 batches of the default 256 rows per epoch) as for 3,000 (12 per epoch).
     monkeypatch.setattr(sghmc_module, "AUTO_MAX_STEPS", 60)
     rng = np.random.RandomState(0)
@@ -280,12 +338,12 @@ def test_default_schedule_is_a_step_budget_whatever_the_rows(n_rows, monkeypatch
     recorder = _RecordWeights(model)
     model.set_params(callbacks=[recorder]).fit(X, y)
     assert model.inference_.burn_in == model.inference_.thinning == "auto"
-    assert max(recorder.weights) == 56
+    assert max(recorder.weights) == 46
     steps_per_epoch = -(-n_rows // 256)
-    assert model.n_iter_ == -(-56 // steps_per_epoch)
+    assert model.n_iter_ == -(-46 // steps_per_epoch)
     kept = model.module_["network"].layers[0].weight.detach()  # chain-major: (2 chains * 20, 4, 2)
     assert kept.shape[0] == 2 * 20
-    expected = torch.stack([recorder.weights[s] for s in range(37, 57)], dim=1).reshape(kept.shape)
+    expected = torch.stack([recorder.weights[s] for s in range(27, 47)], dim=1).reshape(kept.shape)
     torch.testing.assert_close(kept, expected, rtol=0, atol=0)
 
 
@@ -306,22 +364,23 @@ def test_explicit_epochs_keep_the_epoch_schedule_and_the_batch_size(monkeypatch)
 
 
 def test_the_default_budget_and_schedule():
-    # The unpatched default on up to 30,720 rows: 1,200 steps, 720 of burn-in, one kept sample every 24 steps;
-    # a small data set whose 500 epochs fit in the budget keeps the epoch schedule.
+    # The unpatched default on up to 30,720 rows: 2,400 steps in all, round(2400 * 300 / 700) = 1,029 of
+    # burn-in, one kept sample every (2400 - 1029) // 20 = 68 steps; a small data set whose 700 epochs
+    # (300 of burn-in, then 20 per kept sample) fit in the budget keeps that epoch schedule.
     method = SGHMCMethod()
     schedule = method._schedule(steps_per_epoch=40)
-    assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (720, 24, True)
-    assert schedule.loop["max_steps"] == 1200 and schedule.loop["max_iter"] == 30
-    assert schedule.burn_in_steps == 720
-    # 10 epochs' worth of steps on more rows: 3,910 steps on 10^5 rows (391 batches of 256), burn-in
-    # round(3910 * 3 / 5) = 2346, thinning (3910 - 2346) // 20 = 78; capped at 12,000 on 10^6 rows.
+    assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (1029, 68, True)
+    assert schedule.loop["max_steps"] == 1029 + 68 * 20 and schedule.loop["max_iter"] == 60
+    assert schedule.burn_in_steps == 1029
+    # 20 epochs' worth of steps on more rows: 7,820 steps on 10^5 rows (391 batches of 256), burn-in
+    # round(7820 * 3 / 7) = 3351, thinning (7820 - 3351) // 20 = 223; capped at 24,000 on 10^6 rows.
     large = method._schedule(steps_per_epoch=391)
-    assert (large.burn_in, large.thinning, large.loop["max_steps"]) == (2346, 78, 2346 + 78 * 20)
+    assert (large.burn_in, large.thinning, large.loop["max_steps"]) == (3351, 223, 3351 + 223 * 20)
     huge = method._schedule(steps_per_epoch=3907)
-    assert (huge.burn_in, huge.thinning, huge.loop["max_steps"], huge.loop["max_iter"]) == (7200, 240, 12000, 4)
-    small = method._schedule(steps_per_epoch=2)
-    assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 10, False, 500)
-    assert small.burn_in_steps == 600
+    assert (huge.burn_in, huge.thinning, huge.loop["max_steps"], huge.loop["max_iter"]) == (10286, 685, 23986, 7)
+    small = method._schedule(steps_per_epoch=3)
+    assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 20, False, 700)
+    assert small.burn_in_steps == 900
     assert method.auto_batch_size() == 256
 
 
