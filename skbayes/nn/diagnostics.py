@@ -86,7 +86,7 @@ def rank_normalized_split_rhat(draws):
     their length is odd, as in :func:`split_rhat`) are pooled and replaced
     by their normal scores z = Phi^-1((r - 3/8) / (S + 1/4)), r the
     (average) rank among the S pooled draws ([Vehtari2021]_, eq. 14); :func:`split_rhat` of the scores
-    is the *bulk* R-hat. The same on the folded draws |x - median(x)| is the
+    is the *bulk* R-hat. The same on the folded draws ``|x - median(x)|`` is the
     *tail* R-hat (chains that differ in spread; the median is that of the
     pooled draws). The result is the larger of
     the two ([Vehtari2021]_, section 4.2). Ranks make it invariant to any
