@@ -8,12 +8,13 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._param_validation import Interval, StrOptions
 from .._training import Callback
+from ..base import evaluation_mode
 from ..nn import SGHMC as SGHMCOptimizer
 from ..nn import KeptStates, rank_normalized_split_rhat, split_rhat
 from ._base import Training
 from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
 from ._gpi_prior import GPInducedPrior, apply_prior
-from ._guards import warn_if_chains_not_mixed
+from ._guards import RHAT_THRESHOLD, warn_if_chains_not_mixed
 
 __all__ = ["SGHMC"]
 
@@ -30,6 +31,8 @@ AUTO_THINNING_EPOCHS = 20
 AUTO_MIN_STEPS = 2400
 AUTO_BUDGET_EPOCHS = 20
 AUTO_MAX_STEPS = 24000
+# max_extensions="auto" under that budget: sampling windows that may follow the first while R-hat > 1.1.
+AUTO_MAX_EXTENSIONS = 2
 # The epoch schedule when only one of burn_in and thinning is given: the other is this many epochs.
 EPOCH_BURN_IN, EPOCH_THINNING = 300, 10
 # batch_size="auto" of the Bayesian MLPs under that budget.
@@ -72,6 +75,14 @@ class _KeepOnSchedule(Callback):
 class KeepSamples(_KeepOnSchedule):
     """Keep a snapshot of every chain at the end of every ``thinning``-th epoch (or step) after ``burn_in``.
 
+    With ``max_extensions`` > 0 the samples are kept in windows of
+    ``n_kept`` samples: when a window is full and the chains have not mixed
+    over it (the rank-normalised split R-hat of ``trace()``, one scalar per
+    chain per kept sample, above :data:`~skbayes.inference._guards.RHAT_THRESHOLD`),
+    its samples are dropped (the window becomes burn-in) and a new window
+    starts, at most ``max_extensions`` times; otherwise the loop is stopped
+    (``state.stop``: at the end of the epoch; keeping stops at once).
+
     Parameters
     ----------
     module : torch.nn.ModuleDict
@@ -81,6 +92,13 @@ class KeepSamples(_KeepOnSchedule):
         Epochs (or optimiser steps) discarded, then between two kept samples.
     per_step : bool, default=False
         Count ``burn_in`` and ``thinning`` in optimiser steps, not epochs.
+    n_kept : int or None, default=None
+        Samples per window (with ``max_extensions``).
+    max_extensions : int, default=0
+        Windows that may follow the first.
+    trace : callable or None, default=None
+        ``trace() -> torch.Tensor of shape (n_chains,)``, recorded at every
+        kept sample when ``max_extensions`` > 0.
 
     Attributes
     ----------
@@ -89,15 +107,48 @@ class KeepSamples(_KeepOnSchedule):
         per-member noise parameters (a dict, empty for classification or a
         heteroscedastic likelihood) and their per-layer prior scales (or
         None).
+    n_extensions : int
+        Windows dropped for not having mixed.
     """
 
-    def __init__(self, module, burn_in, thinning, per_step=False):
+    def __init__(self, module, burn_in, thinning, per_step=False, n_kept=None, max_extensions=0, trace=None):
         super().__init__(burn_in, thinning, per_step)
         self.module = module
-        self.samples = []
+        self.n_kept, self.max_extensions, self.trace = n_kept, max_extensions, trace
+        self.samples, self.traces = [], []
+        self.n_extensions, self.done = 0, False
+
+    def on_batch_end(self, state):
+        if self.per_step and self._due(state.step):
+            self._keep_in_window(state)
+
+    def on_epoch_end(self, state):
+        if not self.per_step and self._due(state.epoch + 1):
+            self._keep_in_window(state)
+
+    def _keep_in_window(self, state):
+        if self.done:  # the loop finishes its epoch after the last window
+            return
+        self.keep()
+        if not self.max_extensions or len(self.samples) < self.n_kept:
+            return
+        if self.n_extensions < self.max_extensions and not self._mixed():
+            self.samples, self.traces = [], []
+            self.n_extensions += 1
+        else:
+            self.done = state.stop = True
+
+    def _mixed(self):
+        """Whether the window's traces have mixed (R-hat at most the threshold, or not computable)."""
+        if len(self.traces) < 4:
+            return True
+        rhat = float(rank_normalized_split_rhat(torch.stack(self.traces, dim=1)))
+        return not rhat > RHAT_THRESHOLD
 
     def keep(self):
         self.samples.append(self.snapshot())
+        if self.max_extensions and self.trace is not None:
+            self.traces.append(self.trace().detach().double().cpu())
 
     def snapshot(self):
         """Copies of the chains' weights (per layer), noise parameters and layer prior scales, now."""
@@ -159,12 +210,15 @@ class _Schedule:
 
     ``burn_in`` and ``thinning`` count epochs, or optimiser steps when
     ``per_step``; ``burn_in_steps`` is the burn-in in optimiser steps (the
-    mass adaptation); ``loop`` the settings of the shared training loop.
+    mass adaptation); ``max_extensions`` the sampling windows that may
+    follow the first; ``loop`` the settings of the shared training loop
+    (their length that of every window).
     """
 
-    def __init__(self, burn_in, thinning, per_step, burn_in_steps, loop):
+    def __init__(self, burn_in, thinning, per_step, burn_in_steps, loop, max_extensions=0):
         self.burn_in, self.thinning, self.per_step = burn_in, thinning, per_step
         self.burn_in_steps = burn_in_steps
+        self.max_extensions = max_extensions
         self.keep_args = (burn_in, thinning, per_step)
         self.loop = {**loop, "n_iter_no_change": None, "validation_score_fn": None}
 
@@ -211,7 +265,8 @@ class SGHMC(StackedMLPMethod):
     the default 20 kept samples: 1,029 of 2,400) are the burn-in, then one
     snapshot every floor((B - burn-in) / n_kept_samples) steps (68 of
     2,400). Each step sees ``batch_size`` rows, so the fit's cost is bounded
-    whatever n (24,000 steps), and the chains see fewer passes over larger
+    whatever n (24,000 steps, and at most two more sampling windows of
+    13,700 each, below), and the chains see fewer passes over larger
     data: 2,400 steps of 256 rows are about 80 epochs of 7,500 rows, 24,000
     steps 6 epochs of 10^6 rows. This budget is twice the earlier one
     (10-epoch thinning, 1,200 to 12,000 steps): the chains were still
@@ -219,9 +274,12 @@ class SGHMC(StackedMLPMethod):
     test log-likelihood on every UCI regression set (by 0.02 to 0.13 nats,
     on 89 of 95 splits; ``doc/defaults.md``) at about twice the fit time.
     Giving either of ``burn_in`` and ``thinning`` gives the epoch schedule
-    (the other at 300, resp. 10 epochs). In every case the schedule is the
-    whole budget (there is no stopping rule and no early stopping) and the
-    step is ``step_size``. The fitted network holds the
+    (the other at 300, resp. 10 epochs). Under the budget, sampling goes on
+    while the chains have not mixed: up to two more windows of the same
+    length (``max_extensions``), each replacing the one before, which then
+    counts as burn-in; with ``burn_in`` or ``thinning`` given the schedule
+    runs exactly as given. There is no early stopping, and the step is
+    ``step_size``. The fitted network holds the
     ``n_chains * n_kept_samples`` kept weight settings (chain-major: member
     ``c * n_kept_samples + j`` is the j-th sample of chain c) and the
     prediction averages all of them.
@@ -282,6 +340,19 @@ class SGHMC(StackedMLPMethod):
         epochs.
     n_kept_samples : int, default=20
         Samples kept per chain.
+    max_extensions : int or "auto", default="auto"
+        Sampling windows that may follow the first while the chains have
+        not mixed. When the ``n_kept_samples`` of a window are kept and the
+        rank-normalised split R-hat of their mean training log-likelihood
+        (``inference_diagnostics_["rhat"]``, below) is above 1.1, the
+        window's samples are dropped (it becomes burn-in) and the chains
+        sample a new window as long as the first (``thinning *
+        n_kept_samples`` epochs or steps); otherwise sampling ends there.
+        So the schedule follows convergence, up to ``1 + max_extensions``
+        windows; ``inference_diagnostics_["n_extensions"]`` counts the
+        windows dropped. ``"auto"``: 2 under the default step budget, 0
+        (the schedule exactly as given) when ``burn_in`` or ``thinning`` is
+        given. The Bayesian MLPs only: a sampled sparse GP takes "auto" or 0.
     friction : float in (0, 1], default=0.05
         Friction: the momentum decay per step (alpha of Chen et al. 2014,
         section 3.3).
@@ -304,6 +375,7 @@ class SGHMC(StackedMLPMethod):
         "burn_in": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "thinning": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "n_kept_samples": [Interval(Integral, 1, None, closed="left")],
+        "max_extensions": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "friction": [Interval(Real, 0, 1, closed="right")],
         "step_size": [Interval(Real, 0, None, closed="neither")],
         "prior": [None, GPInducedPrior],
@@ -315,12 +387,13 @@ class SGHMC(StackedMLPMethod):
     #: Use the scale-adapted sampler (Springenberg et al. 2016; Rossi 2022, eqs. 2.31-2.36).
     scale_adapted = True
 
-    def __init__(self, n_chains=2, burn_in="auto", thinning="auto", n_kept_samples=20, friction=0.05, step_size=3e-4,
-                 prior=None):
+    def __init__(self, n_chains=2, burn_in="auto", thinning="auto", n_kept_samples=20, max_extensions="auto",
+                 friction=0.05, step_size=3e-4, prior=None):
         self.n_chains = n_chains
         self.burn_in = burn_in
         self.thinning = thinning
         self.n_kept_samples = n_kept_samples
+        self.max_extensions = max_extensions
         self.friction = friction
         self.step_size = step_size
         self.prior = prior
@@ -368,7 +441,8 @@ class SGHMC(StackedMLPMethod):
         schedule = self._schedule(steps_per_epoch)
         params = [p for p in module.parameters() if p.requires_grad]
         optimizer = self._sampler(params, n_data, schedule.burn_in_steps, context.generator)
-        keep = KeepSamples(module, *schedule.keep_args)
+        keep = KeepSamples(module, *schedule.keep_args, n_kept=self.n_kept_samples,
+                           max_extensions=schedule.max_extensions, trace=self._mean_log_lik_trace(module, X, Y))
         # Gradient of the sum over chains (each chain feels its own energy U_c / N).
         loss_fn = self.member_loss_fn(module, X, Y, n_data, context.generator)
 
@@ -387,6 +461,7 @@ class SGHMC(StackedMLPMethod):
                                            "log-likelihood")
             return {
                 "rhat": rhat,
+                "n_extensions": keep.n_extensions,
                 "n_diverged_chains": int(diverged.sum()),
                 "neg_log_prior": float(module["network"].neg_log_prior().detach()),
                 **prior_diagnostics,
@@ -425,25 +500,34 @@ class SGHMC(StackedMLPMethod):
             **options,
         )
 
-    def _schedule(self, steps_per_epoch):
-        """The sampling schedule on data of ``steps_per_epoch`` minibatches: a :class:`_Schedule`."""
-        n_kept = self.n_kept_samples
+    def _max_extensions(self):
+        """``max_extensions`` resolved: "auto" is :data:`AUTO_MAX_EXTENSIONS` under the step budget, else 0."""
+        if self.max_extensions == "auto":
+            return AUTO_MAX_EXTENSIONS if self._step_budget() else 0
+        return self.max_extensions
+
+    def _schedule(self, steps_per_epoch, extensions=True):
+        """The sampling schedule on data of ``steps_per_epoch`` minibatches: a :class:`_Schedule`.
+
+        ``extensions=False``: without the windows of ``max_extensions`` (the sparse GPs).
+        """
+        n_kept, n_extensions = self.n_kept_samples, self._max_extensions() if extensions else 0
         if self._step_budget():
             n_epochs = AUTO_BURN_IN_EPOCHS + AUTO_THINNING_EPOCHS * n_kept
             budget = min(max(AUTO_MIN_STEPS, AUTO_BUDGET_EPOCHS * steps_per_epoch), AUTO_MAX_STEPS)
             if n_epochs * steps_per_epoch > budget:
                 burn_in = round(budget * AUTO_BURN_IN_EPOCHS / n_epochs)
                 thinning = max((budget - burn_in) // n_kept, 1)
-                n_steps = burn_in + thinning * n_kept
+                n_steps = burn_in + thinning * n_kept * (1 + n_extensions)
                 loop = {"max_iter": -(-n_steps // steps_per_epoch), "max_steps": n_steps}
-                return _Schedule(burn_in, thinning, True, burn_in, loop)
+                return _Schedule(burn_in, thinning, True, burn_in, loop, n_extensions)
         if self._step_budget():  # few rows: the budget's shape is within the budget
             burn_in, thinning = AUTO_BURN_IN_EPOCHS, AUTO_THINNING_EPOCHS
         else:
             burn_in = EPOCH_BURN_IN if self.burn_in == "auto" else self.burn_in
             thinning = EPOCH_THINNING if self.thinning == "auto" else self.thinning
-        loop = {"max_iter": burn_in + thinning * n_kept, "max_steps": None}
-        return _Schedule(burn_in, thinning, False, burn_in * steps_per_epoch, loop)
+        loop = {"max_iter": burn_in + thinning * n_kept * (1 + n_extensions), "max_steps": None}
+        return _Schedule(burn_in, thinning, False, burn_in * steps_per_epoch, loop, n_extensions)
 
     def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
         """SGHMC over the chains of a sparse GP: the same sampler and schedule as for the MLPs.
@@ -482,10 +566,15 @@ class SGHMC(StackedMLPMethod):
                 "SGHMC(prior=...) sets the weight prior of the Bayesian MLPs; the sparse GPs have their own "
                 "priors. Use SGHMC(prior=None) here."
             )
+        if self.max_extensions not in ("auto", 0):
+            raise ValueError(
+                f"SGHMC(max_extensions={self.max_extensions!r}) extends the Bayesian MLPs' chains; a sampled sparse "
+                "GP runs its schedule as given. Use max_extensions='auto' or 0 here."
+            )
         chains = module["chains"]
         n_chains, n_data = len(chains), context.n_data
         steps_per_epoch = -(-n_rows // context.batch_size)
-        schedule = self._schedule(steps_per_epoch)
+        schedule = self._schedule(steps_per_epoch, extensions=False)
         params = [p for p in chains.parameters() if p.requires_grad]
         if not params:
             raise ValueError("Nothing to sample: every coordinate of the model is fixed.")
@@ -536,6 +625,22 @@ class SGHMC(StackedMLPMethod):
         if samples[0][1]:
             noise = {name: chain_major([s[1][name] for s in samples]) for name in samples[0][1]}
             module["likelihood"] = module["likelihood"].with_member_tensors(noise)
+
+    @staticmethod
+    def _mean_log_lik_trace(module, X, Y):
+        """``trace() -> (n_chains,)``: each chain's mean log-likelihood of the rows :meth:`_kept_log_lik` uses, now.
+
+        Computed in evaluation mode (e.g. a torch module's dropout off) and
+        without gradients, so that it changes neither the chains nor the
+        random streams.
+        """
+        rows = slice(0, min(_N_RHAT_MEAN_ROWS, X.shape[0]))
+
+        def trace():
+            with torch.no_grad(), evaluation_mode(module):
+                return module["likelihood"].log_prob(Y[rows], module["network"](X[rows])).mean(dim=-1)
+
+        return trace
 
     @staticmethod
     def _kept_log_lik(module, X, Y):

@@ -78,7 +78,7 @@ DIAGNOSTICS = {
     "Vadam": {"kl"},
     "PBP": {"kl", "prior_std", "n_rejected"},
     "DeepEnsemble": {"neg_log_prior"},
-    "SGHMC": {"neg_log_prior", "rhat", "n_diverged_chains"},
+    "SGHMC": {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"},
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},
     "BayesByGAN": {"kl_discriminator", "discriminator_loss"},
@@ -293,7 +293,7 @@ def test_inference_diagnostics_hold_the_documented_keys(estimator_cls, method, d
 def test_a_refit_with_another_method_replaces_the_diagnostics(data):
     X, y = data
     model = _fit(BayesianMLPRegressor, _small_sghmc(n_kept_samples=4), X, y)
-    assert set(model.inference_diagnostics_) == {"neg_log_prior", "rhat", "n_diverged_chains"}
+    assert set(model.inference_diagnostics_) == {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"}
     model.set_params(inference=MeanFieldVI()).fit(X, y)
     assert set(model.inference_diagnostics_) == {"kl"}
     assert isinstance(model.inference_, MeanFieldVI)

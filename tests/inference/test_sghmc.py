@@ -1,13 +1,17 @@
 """SGHMC: the sampler, split R-hat and inference="sghmc"."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
+from sklearn.exceptions import ConvergenceWarning
 
 import skbayes.inference._sghmc as sghmc_module
-from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes._training import Callback
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
+from skbayes._training import Callback, TrainingState
 from skbayes.inference import SGHMC as SGHMCMethod
+from skbayes.inference import SampledSparseGP
 from skbayes.nn import SGHMC, rank_normalized_split_rhat, split_rhat
 
 from _exact_blr import exact_blr_predictive, make_blr_data
@@ -330,11 +334,12 @@ def test_default_schedule_is_a_step_budget_whatever_the_rows(n_rows, monkeypatch
     # round(60 * 300 / 700) = 26 steps and one sample is kept every (60 - 26) // 20 = 1 step:
     # 46 steps, the kept samples being the chains after steps 27, ..., 46, for 300 rows
     # (2 batches of the default 256 rows per epoch) as for 3,000 (12 per epoch).
+    # (max_extensions=0: the budget alone; the windows that may follow are tested below)
     monkeypatch.setattr(sghmc_module, "AUTO_MAX_STEPS", 60)
     rng = np.random.RandomState(0)
     X = rng.standard_normal((n_rows, 2))
     y = X[:, 0] + 0.1 * rng.standard_normal(n_rows)
-    model = BayesianMLPRegressor(hidden_layer_sizes=(4,), random_state=0)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(4,), inference=SGHMCMethod(max_extensions=0), random_state=0)
     recorder = _RecordWeights(model)
     model.set_params(callbacks=[recorder]).fit(X, y)
     assert model.inference_.burn_in == model.inference_.thinning == "auto"
@@ -366,22 +371,97 @@ def test_explicit_epochs_keep_the_epoch_schedule_and_the_batch_size(monkeypatch)
 def test_the_default_budget_and_schedule():
     # The unpatched default on up to 30,720 rows: 2,400 steps in all, round(2400 * 300 / 700) = 1,029 of
     # burn-in, one kept sample every (2400 - 1029) // 20 = 68 steps; a small data set whose 700 epochs
-    # (300 of burn-in, then 20 per kept sample) fit in the budget keeps that epoch schedule.
+    # (300 of burn-in, then 20 per kept sample) fit in the budget keeps that epoch schedule. The loop may
+    # run two more sampling windows of the same length (max_extensions="auto" is 2 under the budget).
     method = SGHMCMethod()
     schedule = method._schedule(steps_per_epoch=40)
     assert (schedule.burn_in, schedule.thinning, schedule.per_step) == (1029, 68, True)
-    assert schedule.loop["max_steps"] == 1029 + 68 * 20 and schedule.loop["max_iter"] == 60
+    assert schedule.max_extensions == 2
+    assert schedule.loop["max_steps"] == 1029 + 68 * 20 * 3 and schedule.loop["max_iter"] == 128
     assert schedule.burn_in_steps == 1029
     # 20 epochs' worth of steps on more rows: 7,820 steps on 10^5 rows (391 batches of 256), burn-in
     # round(7820 * 3 / 7) = 3351, thinning (7820 - 3351) // 20 = 223; capped at 24,000 on 10^6 rows.
     large = method._schedule(steps_per_epoch=391)
-    assert (large.burn_in, large.thinning, large.loop["max_steps"]) == (3351, 223, 3351 + 223 * 20)
+    assert (large.burn_in, large.thinning, large.loop["max_steps"]) == (3351, 223, 3351 + 223 * 20 * 3)
     huge = method._schedule(steps_per_epoch=3907)
-    assert (huge.burn_in, huge.thinning, huge.loop["max_steps"], huge.loop["max_iter"]) == (10286, 685, 23986, 7)
+    assert (huge.burn_in, huge.thinning, huge.loop["max_steps"], huge.loop["max_iter"]) == (10286, 685, 51386, 14)
     small = method._schedule(steps_per_epoch=3)
-    assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 20, False, 700)
+    assert (small.burn_in, small.thinning, small.per_step, small.loop["max_iter"]) == (300, 20, False, 1500)
     assert small.burn_in_steps == 900
+    # without the windows (the sparse GPs), and with an explicit schedule, which runs as given
+    assert method._schedule(steps_per_epoch=40, extensions=False).loop["max_steps"] == 1029 + 68 * 20
+    explicit = SGHMCMethod(burn_in=5)._schedule(steps_per_epoch=3)
+    assert explicit.max_extensions == 0 and explicit.loop["max_iter"] == 5 + 10 * 20
+    assert SGHMCMethod(burn_in=5, max_extensions=1)._schedule(steps_per_epoch=3).loop["max_iter"] == 5 + 10 * 20 * 2
     assert method.auto_batch_size() == 256
+
+
+class _Windows(sghmc_module.KeepSamples):
+    """KeepSamples with a scripted trace and snapshots that are the sample's number."""
+
+    def __init__(self, traces, **kw):
+        super().__init__(module=None, burn_in=0, thinning=1, per_step=True, trace=lambda: next(traces), **kw)
+        self.count = 0
+
+    def snapshot(self):
+        self.count += 1
+        return self.count
+
+
+def _run_windows(keep, n_steps):
+    state = TrainingState(module=None, optimizer=None, n_batches=1)
+    for step in range(1, n_steps + 1):
+        state.step = step
+        keep.on_batch_end(state)
+        if state.stop:
+            return step
+    return None
+
+
+def test_a_window_that_has_not_mixed_is_dropped_and_sampled_again():
+    g = torch.Generator().manual_seed(0)
+    drifting = torch.linspace(0, 6, 20, dtype=torch.float64)[:, None] * torch.tensor([[1.0, -1.0]])
+    mixed = torch.randn(20, 2, generator=g, dtype=torch.float64)
+    keep = _Windows(iter([*drifting, *mixed]), n_kept=20, max_extensions=2)
+    assert _run_windows(keep, 100) == 40  # the second window has mixed: the loop stops after its last sample
+    assert keep.n_extensions == 1 and keep.samples == list(range(21, 41))  # the second window's samples only
+    keep.on_batch_end(TrainingState(module=None, optimizer=None, n_batches=1, step=41))
+    assert keep.samples == list(range(21, 41))  # nothing kept once done (the loop ends its epoch)
+
+
+def test_windows_stop_after_max_extensions_even_if_not_mixed():
+    drifting = torch.linspace(0, 6, 20, dtype=torch.float64)[:, None] * torch.tensor([[1.0, -1.0]])
+    keep = _Windows(iter([*drifting] * 3), n_kept=20, max_extensions=2)
+    assert _run_windows(keep, 100) == 60
+    assert keep.n_extensions == 2 and keep.samples == list(range(41, 61))
+    # no extension at all: the first window is kept whatever its R-hat
+    keep = _Windows(iter([*drifting]), n_kept=20, max_extensions=0)
+    assert _run_windows(keep, 20) is None and keep.n_extensions == 0 and len(keep.samples) == 20
+
+
+def test_the_default_budget_samples_windows_until_mixed_and_reports_them():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (120, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(120)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(16,), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(X, y)
+    n_extensions = model.inference_diagnostics_["n_extensions"]
+    assert n_extensions in (0, 1, 2)
+    # 120 rows are one batch of 256: the epoch schedule, 300 burn-in epochs then windows of 20 x 20 epochs
+    assert model.n_iter_ == 300 + 400 * (1 + n_extensions)
+    assert model.module_["network"].n_members == 2 * 20
+    if n_extensions < 2:  # stopped because the last window mixed
+        assert model.inference_diagnostics_["rhat"] <= 1.1
+
+
+def test_a_sampled_sparse_gp_takes_no_extensions():
+    X = np.linspace(-2, 2, 20)[:, None]
+    y = np.sin(X[:, 0])
+    model = SparseGPRegressor(n_inducing=5, inference=SampledSparseGP(SGHMCMethod(max_extensions=1)))
+    with pytest.raises(ValueError, match="max_extensions"):
+        model.fit(X, y)
 
 
 # ------------------------------------------------------------ diverged chains
