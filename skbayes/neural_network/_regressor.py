@@ -49,7 +49,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     chains, 20 kept weight settings per chain, a fixed schedule of its own
     (:class:`~skbayes.inference.SGHMC`): 2,400 optimiser steps of 256 rows, 1,029 of
     them burn-in, up to 30,720 rows, 20 epochs' worth on more rows but at most
-    24,000 steps, or 700 epochs where they take fewer steps), Student-t
+    24,000 steps, or 700 epochs where they take fewer steps, then up to two
+    more sampling windows while the chains have not mixed), Student-t
     observation noise (``noise="auto"``) and two hidden layers of 50 units;
     ``"mfvi"`` (Bayes by Backprop) is the faster choice that streams
     (``partial_fit``) and stops early. The observation noise is learned:

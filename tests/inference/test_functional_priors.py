@@ -215,7 +215,7 @@ def test_no_prior_is_bit_identical_to_the_default_sghmc():
     default = BayesianMLPRegressor(inference=SGHMC(burn_in=5, thinning=1, n_kept_samples=4), **kwargs).fit(X, y)
     none = BayesianMLPRegressor(inference=SGHMC(burn_in=5, thinning=1, n_kept_samples=4, prior=None), **kwargs).fit(X, y)
     np.testing.assert_array_equal(default.predict(X, return_std=True), none.predict(X, return_std=True))
-    assert set(none.inference_diagnostics_) == {"rhat", "neg_log_prior", "n_diverged_chains"}
+    assert set(none.inference_diagnostics_) == {"rhat", "neg_log_prior", "n_extensions", "n_diverged_chains"}
 
 
 @pytest.mark.parametrize("hierarchical", [False, True])
@@ -224,7 +224,7 @@ def test_diagnostics_and_energy_use_the_fitted_prior(hierarchical):
     method = SGHMC(burn_in=4, thinning=1, n_kept_samples=4, prior=GPInducedPrior(hierarchical=hierarchical, **FAST_PRIOR))
     model = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=method, random_state=0, noise="homoscedastic").fit(X, y)
     diagnostics = model.inference_diagnostics_
-    assert set(diagnostics) == {"rhat", "neg_log_prior", "n_diverged_chains", "prior_hyperparameters", "w1_trace", "prior_kernel"}
+    assert set(diagnostics) == {"rhat", "neg_log_prior", "n_extensions", "n_diverged_chains", "prior_hyperparameters", "w1_trace", "prior_kernel"}
     assert diagnostics["w1_trace"].shape == (FAST_PRIOR["max_iter"],)
     network = model.module_["network"]
     weight_scales, bias_scales = network.layer_prior_scales()
