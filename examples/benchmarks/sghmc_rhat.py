@@ -38,7 +38,7 @@ from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
 from skbayes import BayesianMLPRegressor  # noqa: E402
 from skbayes.inference import SGHMC  # noqa: E402
-from skbayes.nn import rank_normalized_split_rhat  # noqa: E402
+from skbayes.inference._sghmc import chains_rhat  # noqa: E402
 
 
 def within_chain_rhat(model, X, y):
@@ -48,7 +48,7 @@ def within_chain_rhat(model, X, y):
     log_lik = method._kept_log_lik(module, torch.as_tensor(X), Y)
     n_chains = method.n_chains
     mean_log_lik = log_lik.mean(dim=-1).reshape(n_chains, -1)
-    return max(float(rank_normalized_split_rhat(mean_log_lik[c:c + 1])) for c in range(n_chains))
+    return max(chains_rhat(mean_log_lik[c:c + 1]) for c in range(n_chains))
 
 
 def markdown(report):

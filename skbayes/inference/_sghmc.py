@@ -49,7 +49,7 @@ def _member_tensors(likelihood):
 
 
 class _KeepOnSchedule(Callback):
-    """Call ``keep()`` at the end of every ``thinning``-th epoch (or optimiser step) after ``burn_in``.
+    """Call ``on_due(state)`` (``keep()``, unless overridden) every ``thinning``-th epoch (or step) after ``burn_in``.
 
     ``per_step=False`` counts ``burn_in`` and ``thinning`` in epochs,
     ``per_step=True`` in optimiser steps (minibatches).
@@ -65,11 +65,14 @@ class _KeepOnSchedule(Callback):
 
     def on_batch_end(self, state):
         if self.per_step and self._due(state.step):
-            self.keep()
+            self.on_due(state)
 
     def on_epoch_end(self, state):
         if not self.per_step and self._due(state.epoch + 1):
-            self.keep()
+            self.on_due(state)
+
+    def on_due(self, state):
+        self.keep()
 
 
 class KeepSamples(_KeepOnSchedule):
@@ -118,15 +121,7 @@ class KeepSamples(_KeepOnSchedule):
         self.samples, self.traces = [], []
         self.n_extensions, self.done = 0, False
 
-    def on_batch_end(self, state):
-        if self.per_step and self._due(state.step):
-            self._keep_in_window(state)
-
-    def on_epoch_end(self, state):
-        if not self.per_step and self._due(state.epoch + 1):
-            self._keep_in_window(state)
-
-    def _keep_in_window(self, state):
+    def on_due(self, state):
         if self.done:  # the loop finishes its epoch after the last window
             return
         self.keep()
@@ -140,10 +135,9 @@ class KeepSamples(_KeepOnSchedule):
 
     def _mixed(self):
         """Whether the window's traces have mixed (R-hat at most the threshold, or not computable)."""
-        if len(self.traces) < 4:
+        if not self.traces:  # no trace given: nothing to judge by
             return True
-        rhat = float(rank_normalized_split_rhat(torch.stack(self.traces, dim=1)))
-        return not rhat > RHAT_THRESHOLD
+        return not chains_rhat(torch.stack(self.traces, dim=1)) > RHAT_THRESHOLD
 
     def keep(self):
         self.samples.append(self.snapshot())
@@ -513,16 +507,15 @@ class SGHMC(StackedMLPMethod):
         """
         n_kept, n_extensions = self.n_kept_samples, self._max_extensions() if extensions else 0
         if self._step_budget():
-            n_epochs = AUTO_BURN_IN_EPOCHS + AUTO_THINNING_EPOCHS * n_kept
+            burn_in, thinning = AUTO_BURN_IN_EPOCHS, AUTO_THINNING_EPOCHS
+            n_epochs = burn_in + thinning * n_kept
             budget = min(max(AUTO_MIN_STEPS, AUTO_BUDGET_EPOCHS * steps_per_epoch), AUTO_MAX_STEPS)
-            if n_epochs * steps_per_epoch > budget:
-                burn_in = round(budget * AUTO_BURN_IN_EPOCHS / n_epochs)
+            if n_epochs * steps_per_epoch > budget:  # counted in steps; else the epoch shape fits the budget
+                burn_in = round(budget * burn_in / n_epochs)
                 thinning = max((budget - burn_in) // n_kept, 1)
                 n_steps = burn_in + thinning * n_kept * (1 + n_extensions)
                 loop = {"max_iter": -(-n_steps // steps_per_epoch), "max_steps": n_steps}
                 return _Schedule(burn_in, thinning, True, burn_in, loop, n_extensions)
-        if self._step_budget():  # few rows: the budget's shape is within the budget
-            burn_in, thinning = AUTO_BURN_IN_EPOCHS, AUTO_THINNING_EPOCHS
         else:
             burn_in = EPOCH_BURN_IN if self.burn_in == "auto" else self.burn_in
             thinning = EPOCH_THINNING if self.thinning == "auto" else self.thinning
@@ -634,11 +627,9 @@ class SGHMC(StackedMLPMethod):
         without gradients, so that it changes neither the chains nor the
         random streams.
         """
-        rows = slice(0, min(_N_RHAT_MEAN_ROWS, X.shape[0]))
-
         def trace():
-            with torch.no_grad(), evaluation_mode(module):
-                return module["likelihood"].log_prob(Y[rows], module["network"](X[rows])).mean(dim=-1)
+            with evaluation_mode(module):
+                return SGHMC._kept_log_lik(module, X, Y).mean(dim=-1)
 
         return trace
 
@@ -687,9 +678,19 @@ class SGHMC(StackedMLPMethod):
         4 in 100 for one), and chains that fit equally well with different
         functions are the modes whose mixture the prediction averages.
         """
-        if n_kept < 4:
-            return float("nan")
-        return float(rank_normalized_split_rhat(log_lik.mean(dim=-1).reshape(n_chains, n_kept)))
+        return chains_rhat(log_lik.mean(dim=-1).reshape(n_chains, n_kept))
+
+
+def chains_rhat(values):
+    """Rank-normalised split R-hat (a float) of one scalar per chain and kept sample, ``values`` (n_chains, n_kept).
+
+    NaN with fewer than 4 kept samples per chain (:func:`skbayes.nn.rank_normalized_split_rhat`
+    needs 4). The R-hat both the window check of :class:`KeepSamples` and
+    ``inference_diagnostics_["rhat"]`` take of the mean training log-likelihood.
+    """
+    if values.shape[1] < 4:
+        return float("nan")
+    return float(rank_normalized_split_rhat(values))
 
 
 def diverged_chains(mean_log_lik, n_chains, min_gap=10.0, n_mads=20.0):
