@@ -28,7 +28,13 @@ One output was rewritten on purpose in both files: ``diag_rhat`` of the six
 SGHMC configurations of the MLPs, when ``inference_diagnostics_["rhat"]``
 became the rank-normalised split R-hat of the kept samples' mean training
 log-likelihood (it was the largest classic split R-hat over that mean and
-the first 8 rows' log-likelihoods). Every other output is as written.
+the first 8 rows' log-likelihoods). Three methods were changed on purpose
+and their configurations rewritten whole: ``reg_vadam`` and ``clf_vadam`` in
+the first file (Vadam's posterior precision scaled by the batch size,
+``Vadam(curvature="batch_scaled")``), ``reg_bbh``, ``clf_bbh``, ``reg_bbg`` and
+``clf_bbg`` in the second (the generators' initial scale of
+``skbayes.nn.ImplicitLinear``, Bayes by Hypernet's entropy-based KL estimate,
+Bayes by GAN's KL check). Every other output is as written.
 """
 
 import numpy as np

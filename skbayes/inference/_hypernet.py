@@ -7,7 +7,7 @@ from numbers import Integral
 
 import torch
 
-from .._param_validation import Interval
+from .._param_validation import Interval, StrOptions
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
@@ -66,12 +66,10 @@ class BayesByHypernet(InferenceMethod):
     found the most accurate). Each step draws ``n_mc_train`` weight
     settings, evaluates the minibatch under each, and estimates KL(q || p)
     to the Gaussian prior (N(0, prior_scale^2 / fan_in) per layer at the default
-    ``prior_scaling="fan_in"``, N(0, prior_scale^2) with None) from the same draws and
-    ``n_prior_draws`` prior draws by the 1-nearest-neighbour estimator
-    (Killingberg 2021, eq. 3.6 with the sign of its constant fixed,
-    :func:`skbayes.nn.knn_kl`), slice by slice (the slices are independent
-    under q and p, so their KLs add up). The loss is the per-datum
-    negative ELBO :func:`skbayes.nn.negative_elbo`,
+    ``prior_scaling="fan_in"``, N(0, prior_scale^2) with None) from the same
+    draws, slice by slice (the slices are independent under q and p, so
+    their KLs add up). The loss is the per-datum negative ELBO
+    :func:`skbayes.nn.negative_elbo`,
 
     .. math::
 
@@ -80,19 +78,35 @@ class BayesByHypernet(InferenceMethod):
 
     minimised by Adam over the generators (Killingberg 2021, Algorithm 6),
     with the KL weight eta rising linearly from 0 to 1 over
-    ``kl_warmup_epochs``. With few draws the estimate is biased, in a
-    direction that depends on q: low when q is wider than the prior (Killingberg
-    2021, Figure 5.2), high when q is narrower, the usual case in training
-    (``tests/inference/test_implicit_posteriors.py`` measures both in 9-D); more draws
-    reduce the bias and cost more per step.
+    ``kl_warmup_epochs``.
+
+    The KL estimate (``kl_estimator``):
+
+    ``"entropy"`` (default)
+        The prior's cross-entropy, exact per draw, less the
+        Kozachenko-Leonenko 1-nearest-neighbour entropy of each slice's
+        draws in the dimension of its manifold, min(noise_dim, in + 1)
+        (:func:`skbayes.nn.gaussian_prior_kl_from_draws`). Its expectation
+        is minimised where q's spread matches the prior's.
+    ``"two_sample"``
+        The estimator of the thesis and of [Pawlowski2017]_: the
+        1-nearest-neighbour distances of q's draws to each other and to
+        ``n_prior_draws`` prior draws in in + 1 dimensions (Killingberg
+        2021, eq. 3.6 with the sign of its constant fixed,
+        :func:`skbayes.nn.knn_kl`). With 5 + 5 draws in many dimensions its
+        expectation keeps falling as q widens past the prior (to -d/2 log 2
+        per slice): on MNIST's 785-input slices the generators learn to
+        spread the weights and the fit ends at chance level (doc page
+        "Implicit posteriors"). It suits slices of a few inputs only.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale``; Adam's settings and the stopping rule are its own.
     ``warm_start`` continues from the fitted generators when the generator
     settings and ``prior_scaling`` are unchanged; ``partial_fit`` runs one epoch per call.
-    ``inference_diagnostics_`` holds ``"kl_knn"``, the nearest-neighbour
-    estimate of KL(q || p) in nats from 200 draws of q and of the prior
-    after training (less biased than the training-time estimate).
+    ``inference_diagnostics_`` holds ``"kl_knn"``, the ``kl_estimator``'s
+    nearest-neighbour estimate of KL(q || p) in nats from 200 draws of q
+    (and, for ``"two_sample"``, of the prior) after training (less biased
+    than the training-time estimate).
 
     Parameters
     ----------
@@ -102,13 +116,16 @@ class BayesByHypernet(InferenceMethod):
         Hidden widths of each layer's generator (Killingberg 2021,
         appendix A).
     n_mc_train : int, default=5
-        Weight settings drawn per step (>= 2: the estimator needs a nearest
+        Weight settings drawn per step (>= 2: the estimators need a nearest
         neighbour among them); the likelihood is averaged over them.
     n_prior_draws : int, default=5
-        Prior draws per step for the KL estimate.
+        Prior draws per step for ``kl_estimator="two_sample"`` (unused by
+        ``"entropy"``).
     kl_warmup_epochs : int, default=0
         Linear warm-up of the KL weight from 0 to 1 over this many epochs;
         the stopping rule waits for it.
+    kl_estimator : {"entropy", "two_sample"}, default="entropy"
+        The KL estimate (above).
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
@@ -141,10 +158,12 @@ class BayesByHypernet(InferenceMethod):
         "n_mc_train": _AT_LEAST_2,
         "n_prior_draws": _POSITIVE,
         "kl_warmup_epochs": _NON_NEGATIVE,
+        "kl_estimator": [StrOptions({"entropy", "two_sample"})],
     }
 
     def __init__(
-        self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0, *,
+        self, noise_dim=10, generator_hidden_sizes=(32, 64), n_mc_train=5, n_prior_draws=5, kl_warmup_epochs=0,
+        kl_estimator="entropy", *,
         learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto",
         validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100, prior_scaling="fan_in",
     ):
@@ -153,6 +172,7 @@ class BayesByHypernet(InferenceMethod):
         self.n_mc_train = n_mc_train
         self.n_prior_draws = n_prior_draws
         self.kl_warmup_epochs = kl_warmup_epochs
+        self.kl_estimator = kl_estimator
         self.learning_rate_init = learning_rate_init
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -175,16 +195,21 @@ class BayesByHypernet(InferenceMethod):
         warmup = KLWarmup(self.kl_warmup_epochs, start_epoch=context.epochs_done)
         generator, n_data = context.generator, context.n_data
 
+        def estimate_kl(slices, n_prior_draws):
+            if self.kl_estimator == "entropy":
+                return network.kl_entropy(slices)
+            return network.kl_knn(slices, n_prior_draws, generator)
+
         def loss_fn(idx):
             slices = network.slice_draws(self.n_mc_train, generator)
             f = network.forward_slices(X[idx], slices)
-            kl = network.kl_knn(slices, self.n_prior_draws, generator)
+            kl = estimate_kl(slices, self.n_prior_draws)
             return negative_elbo(likelihood.log_prob(Y[idx], f), warmup.weight * kl, n_data)
 
         @torch.no_grad()
         def finish():
             slices = network.slice_draws(N_DIAGNOSTIC_DRAWS, generator)
-            return {"kl_knn": float(network.kl_knn(slices, N_DIAGNOSTIC_DRAWS, generator))}
+            return {"kl_knn": float(estimate_kl(slices, N_DIAGNOSTIC_DRAWS))}
 
         return Training(
             loss_fn,

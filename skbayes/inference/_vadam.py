@@ -2,6 +2,7 @@
 
 import torch
 
+from .._param_validation import StrOptions
 from ..nn import OptimizerChain, perturbed_nll
 from ..nn import Vadam as VadamOptimizer
 from ._base import InferenceMethod, Training, adam
@@ -42,12 +43,25 @@ class Vadam(InferenceMethod):
     current q, comparable with :class:`MeanFieldVI`, and falls as q moves
     from the prior to the Vadam posterior.
 
+    The posterior precision is N B s + lambda_l under the default
+    ``curvature="batch_scaled"`` (B the minibatch size; see
+    :class:`skbayes.nn.Vadam`): the printed algorithm's N s + lambda_l
+    (``curvature="gradient_magnitude"``) squares the gradient of the
+    minibatch *mean*, which near the optimum is 1/B of the per-example
+    squared gradient, and leaves the posterior up to B times too wide. On
+    MNIST (4,000 images, batches of 128, two layers of 400) that width
+    kept every weight near its prior: 87 % test error after 100 epochs,
+    11.5 % with the batch scaling (doc page "Inference methods for Bayesian
+    neural networks", section "Vadam's curvature").
+
     Parameters
     ----------
     init : {"default", "iblm", "uninformative", "heuristic", "xavier", "orthogonal", "lsuv"}, default="default"
         Initialisation of the posterior means (see :class:`MeanFieldVI`).
     n_mc_train : int, default=1
         Weight draws per step, each shared by the rows of the minibatch.
+    curvature : {"batch_scaled", "gradient_magnitude"}, default="batch_scaled"
+        The squared-gradient estimate behind the posterior precision (above).
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
@@ -65,16 +79,17 @@ class Vadam(InferenceMethod):
 
     _parameter_constraints = {
         **ADAM_CONSTRAINTS, **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, **PRIOR_SCALING_CONSTRAINTS, "init": _INIT,
-        "n_mc_train": _N_MC_TRAIN,
+        "n_mc_train": _N_MC_TRAIN, "curvature": [StrOptions({"batch_scaled", "gradient_magnitude"})],
     }
 
     def __init__(
-        self, init="default", n_mc_train=1, *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
+        self, init="default", n_mc_train=1, curvature="batch_scaled", *, learning_rate_init=3e-3, beta_1=0.9, beta_2=0.999, max_iter=500,
         early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
         prior_scaling="fan_in",
     ):
         self.init = init
         self.n_mc_train = n_mc_train
+        self.curvature = curvature
         self.learning_rate_init = learning_rate_init
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -111,6 +126,7 @@ class Vadam(InferenceMethod):
                 lr=self.learning_rate_init,
                 betas=(self.beta_1, self.beta_2),
                 initial_precision=initial_precision,
+                batch_size=context.batch_size if self.curvature == "batch_scaled" else 1,
             )
         ]
         noise_params = [p for p in likelihood.parameters() if p.requires_grad]

@@ -13,7 +13,7 @@ from .._docstrings import fill_doc
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..base import TorchEstimatorMixin, evaluation_mode, hidden_layer_sizes
 from ..inference import ALIASES, FitContext, InferenceMethod, ModelSettings, resolve_inference
-from ..inference._guards import warn_if_collapsed
+from ..inference._guards import warn_if_collapsed, warn_if_kl_underestimated
 from ..inference._loop import loop_settings
 from ..nn import ACTIVATIONS
 from ._module import MODULE_CONSTRAINTS, MODULE_PARAMETERS_DOC, ModuleInputMixin
@@ -360,11 +360,13 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         return self
 
     def _warn_if_collapsed(self, X, y):
-        """After ``fit``: the collapse guard of the ELBO-trained methods.
+        """After ``fit``: the collapse guards of the ELBO-trained methods.
 
-        See ``skbayes.inference._guards.warn_if_collapsed``; the methods with
-        ``collapse_guard`` only.
+        See ``skbayes.inference._guards.warn_if_collapsed`` (the methods with
+        ``collapse_guard`` only) and ``warn_if_kl_underestimated`` (the
+        methods that report ``"n_kl_checked_layers"``).
         """
+        warn_if_kl_underestimated(self)
         if getattr(self.inference_, "collapse_guard", False):
             diagnostics = self.inference_diagnostics_
             warn_if_collapsed(self, X, y, is_classifier(self), kl=diagnostics.get("kl", diagnostics.get("kl_knn")))

@@ -33,7 +33,9 @@ equation cited in their docstrings. The files are laid out by role:
 
 from .gp import OBJECTIVES, SVGP, DeepGP, KeptStates, SparseGPPriors, linear_mean_weights
 from .diagnostics import rank_normalized_split_rhat, split_rhat
-from .divergences import discriminator_kl, discriminator_loss, kl_standard_normal_mvn, knn_kl
+from .divergences import (
+    discriminator_kl, discriminator_loss, gaussian_prior_kl_from_draws, kl_standard_normal_mvn, knn_entropy, knn_kl,
+)
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
 from .priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
@@ -209,7 +211,9 @@ __all__ = [
     "inverse_softplus",
     "kl_standard_normal_mvn",
     "kl_warmup_weight",
+    "knn_entropy",
     "knn_kl",
+    "gaussian_prior_kl_from_draws",
     "linear_mean_weights",
     "local_reparameterization",
     "make_flow",

@@ -13,7 +13,9 @@ from sklearn.preprocessing import StandardScaler
 
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor, SparseGPRegressor
 from skbayes.inference import SGHMC, MeanFieldVI, SampledSparseGP, SparseVariational
-from skbayes.inference._guards import RHAT_THRESHOLD, collapse_scores, warn_if_chains_not_mixed, warn_if_collapsed
+from skbayes.inference._guards import (
+    RHAT_THRESHOLD, collapse_scores, warn_if_chains_not_mixed, warn_if_collapsed, warn_if_kl_underestimated,
+)
 
 from _exact_blr import make_blr_data
 
@@ -169,3 +171,27 @@ def test_methods_outside_the_elbo_family_are_not_checked():
     model = BayesianMLPRegressor(inference="ensemble", random_state=0)
     model.inference_ = SGHMC()
     model._warn_if_collapsed(X, y)  # returns before predicting: the unfitted model would raise
+
+
+# ------------------------------------------------- a discriminator's KL, checked
+class _Diagnosed:
+    """A fitted estimator stand-in with Bayes by GAN's diagnostics of the KL check."""
+
+    def __init__(self, discriminator, nearest_neighbour, n_layers=1):
+        from skbayes.inference import BayesByGAN
+
+        self.inference_ = BayesByGAN()
+        self.inference_diagnostics_ = {"n_kl_checked_layers": n_layers, "kl_checked_discriminator": discriminator,
+                                       "kl_checked_knn": nearest_neighbour}
+
+
+def test_a_discriminator_far_below_the_nearest_neighbour_kl_warns():
+    # the values measured on Bayesian linear regression (test_linear_model_posteriors.py)
+    with pytest.warns(ConvergenceWarning, match=r"underestimate KL.*4\.41 nats on 1 layer\(s\).*18\.2"):
+        assert warn_if_kl_underestimated(_Diagnosed(4.41, 18.2))
+    assert not _silent(warn_if_kl_underestimated, _Diagnosed(7.7, 8.05))  # agreeing estimates
+    assert not _silent(warn_if_kl_underestimated, _Diagnosed(0.4, 1.9))  # half, but within the 2-nat margin
+    assert not _silent(warn_if_kl_underestimated, _Diagnosed(1.0, 50.0, n_layers=0))  # no layer could be checked
+    model = BayesianMLPRegressor()
+    model.inference_diagnostics_ = {"kl": 3.0}
+    assert not _silent(warn_if_kl_underestimated, model)  # the other methods report no such check

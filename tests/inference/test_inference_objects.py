@@ -81,7 +81,8 @@ DIAGNOSTICS = {
     "SGHMC": {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"},
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},
-    "BayesByGAN": {"kl_discriminator", "discriminator_loss"},
+    "BayesByGAN": {"kl_discriminator", "discriminator_loss", "kl_knn", "n_kl_checked_layers", "kl_checked_discriminator",
+                   "kl_checked_knn"},
     "MNF": {"kl"},
 }
 
@@ -97,6 +98,8 @@ BAD_PARAMETERS = [
     (MCDropout, "dropout_rate", 1.0),
     (MCDropout, "placement", "everywhere"),
     (Vadam, "n_mc_train", 0),
+    (Vadam, "curvature", "hessian"),
+    (BayesByHypernet, "kl_estimator", "kernel"),
     (SGHMC, "burn_in", -1),
     (SGHMC, "friction", 1.5),
     (DeepEnsemble, "n_estimators", 0),

@@ -10,7 +10,9 @@ test rows 25: at |x| in [2, 4]), and that of ``test_sghmc.py`` for SGHMC.
 
 import numpy as np
 import pytest
+import torch
 from _exact_blr import exact_blr_predictive, make_blr_data
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import ConstantKernel, DotProduct
 
 from discovery import with_loop
@@ -29,6 +31,7 @@ def _linear_fit(inference, max_iter=1500, random_state=0):
         hidden_layer_sizes=(), inference=with_loop(inference, learning_rate_init=1e-2, max_iter=max_iter, tol=0.0, n_iter_no_change=10**6, n_mc_predict=400), noise_std=NOISE, normalize_y=False, batch_size=50,
         random_state=random_state, noise="homoscedastic",
     ).fit(X, y)
+    _linear_fit.last_model = model
     return model.predict_uncertainty(X_test), exact_blr_predictive(X, y, X_test, 1.0, NOISE)
 
 
@@ -57,22 +60,25 @@ def test_bayes_by_hypernet_on_a_linear_model_is_close_to_the_exact_posterior():
     assert _epistemic_ratio(no_kl, epistemic)[1] < 0.2
 
 
-def test_bayes_by_gan_on_a_linear_model_finds_the_mean_but_collapses():
-    # A known failure, measured: the posterior (std ~0.04 per weight) is tiny
-    # next to the N(0, 1) prior, so prior draws almost never land where q is
-    # and the discriminator's logit is flat over q: its KL gradient exerts no
-    # entropy force and q collapses towards the MLE, as with the KL off
-    # (geometric-mean epistemic ratio 0.02-0.06 over 4 seeds with the KL,
-    # 0.02-0.04 without; more discriminator steps or draws, a wider
-    # discriminator or a KL annealing did not help; with 8 rows and noise 1 it
-    # collapsed too). The KL estimate is biased low (4-7 nats against the
-    # 8.05 of the exact posterior, far below the KL of the collapsed q).
-    # The predictive mean stays within 1.6 exact epistemic std of the exact
-    # one (4 seeds; the collapsed q follows Adam's noise). If this test fails
-    # on the epistemic bound, the method has improved: update the doc.
-    parts, (mean, _, epistemic) = _linear_fit(BayesByGAN())
-    assert np.all(np.abs(parts.mean - mean) < 2.0 * epistemic)
-    assert _epistemic_ratio(parts, epistemic)[1] < 0.2
+def test_bayes_by_gan_on_a_linear_model_warns_that_its_posterior_collapsed():
+    # Bayes by GAN does not reach the exact posterior here: its q narrows to 3-6 % of the exact epistemic std
+    # (seeds 0-3), as with the KL off; the discriminator separates the narrow q from the N(0, 1) prior and its
+    # logit is nearly flat over q, so the KL term exerts no entropy force. The fit must say so: its KL estimate
+    # (3.6-5.8 nats) is far below the nearest-neighbour one from the same draws (18-20), which in 3 dimensions
+    # with 200 draws is consistent. Checked here against a Gaussian fitted to 4,000 draws of q (closed form).
+    with pytest.warns(ConvergenceWarning, match=r"inference=BayesByGAN.*underestimate KL.*collapsed"):
+        parts, (mean, _, epistemic) = _linear_fit(BayesByGAN())
+    fitted = _linear_fit.last_model
+    assert np.all(np.abs(parts.mean - mean) < 2.0 * epistemic)  # the mean is found
+    diagnostics = fitted.inference_diagnostics_
+    assert diagnostics["n_kl_checked_layers"] == 1
+    assert diagnostics["kl_checked_discriminator"] < 0.5 * diagnostics["kl_checked_knn"]
+    # the nearest-neighbour KL against that of q's moment-matched Gaussian to the prior N(0, I_3)
+    with torch.no_grad():
+        draws = fitted.module_["network"].slice_draws(4000, torch.Generator().manual_seed(0))[0][:, 0].numpy()
+    mu, cov = draws.mean(0), np.cov(draws.T)
+    gaussian_kl = 0.5 * (np.trace(cov) + mu @ mu - 3 - np.linalg.slogdet(cov)[1])
+    assert diagnostics["kl_checked_knn"] == pytest.approx(gaussian_kl, abs=0.15 * gaussian_kl)
 
 
 def test_whvi_with_no_hidden_layer_and_a_mean_field_last_layer_is_mean_field_vi():

@@ -16,13 +16,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 PRIOR, NOISE = 1.0, 0.3
 
 
-def test_one_step_follows_the_update_sequence():
-    # Cinelli 2019, Algorithm 6, written out by hand for two steps.
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_one_step_follows_the_update_sequence(batch_size):
+    # Cinelli 2019, Algorithm 6, written out by hand for two steps; with batch_size B the precision uses B v
+    # (the step is the printed one).
     torch.manual_seed(0)
     layer = MeanFieldLinear(3, 2, prior_scale=0.5, dtype=torch.float64)
     mu0 = layer.mu.detach().clone()
     n_data, lr, (b1, b2) = 40, 0.1, (0.8, 0.9)
-    opt = Vadam([layer], n_data, lr=lr, betas=(b1, b2), initial_precision=9.0)
+    opt = Vadam([layer], n_data, lr=lr, betas=(b1, b2), initial_precision=9.0, batch_size=batch_size)
     lam = 1 / 0.5**2
     s0 = (9.0 - lam) / n_data
     sigma = torch.nn.functional.softplus(layer.rho)
@@ -40,7 +42,7 @@ def test_one_step_follows_the_update_sequence():
         v = b2 * v + (1 - b2) * g * g
         mu = mu - lr * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + lam / n_data)
         torch.testing.assert_close(layer.mu.detach(), mu)
-        expected_sigma = (n_data * (v + b2**t * s0) + lam).rsqrt()
+        expected_sigma = (n_data * (batch_size * v + b2**t * s0) + lam).rsqrt()
         torch.testing.assert_close(
             torch.nn.functional.softplus(layer.rho), expected_sigma
         )
@@ -54,6 +56,8 @@ def test_rejects_layers_it_cannot_train():
         Vadam(net, 0)
     with pytest.raises(ValueError, match="initial_precision"):
         Vadam(net, 10, initial_precision=-1.0)
+    with pytest.raises(ValueError, match="batch_size"):
+        Vadam(net, 10, batch_size=0)
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +66,17 @@ def blr():
         n_samples=50, n_features=2, noise_std=NOISE, random_state=1
     )
     fits = {
-        batch: BayesianMLPRegressor(
+        (batch, curvature): BayesianMLPRegressor(
             hidden_layer_sizes=(),
-            inference=with_loop(VadamMethod(n_mc_train=1), learning_rate_init=2e-3, max_iter=epochs, tol=0.0, n_iter_no_change=10**6),
+            inference=with_loop(VadamMethod(n_mc_train=1, curvature=curvature), learning_rate_init=2e-3, max_iter=epochs, tol=0.0, n_iter_no_change=10**6),
             noise_std=NOISE,
             normalize_y=False,
             prior_scale=PRIOR,
             batch_size=batch,
             random_state=0, noise="homoscedastic",
         ).fit(X, y)
-        for batch, epochs in [(1, 120), (10, 600)]
+        for batch, epochs, curvature in [(1, 120, "batch_scaled"), (10, 600, "batch_scaled"),
+                                         (10, 600, "gradient_magnitude")]
     }
     return X, y, X_test, fits
 
@@ -92,7 +97,7 @@ def test_linear_model_with_batch_size_one_matches_the_exact_posterior(blr):
     # slightly smaller (~5% here): the 15% tolerance covers that and the
     # Monte-Carlo noise of the average.
     X, y, X_test, fits = blr
-    model = fits[1]
+    model = fits[1, "batch_scaled"]
     exact_mean, cov = exact_blr_posterior(X, y, PRIOR, NOISE)
     mf_std = 1 / np.sqrt(np.diag(np.linalg.inv(cov)))
     q_mean, q_std = _q(model)
@@ -110,23 +115,26 @@ def test_linear_model_with_batch_size_one_matches_the_exact_posterior(blr):
     np.testing.assert_allclose(epistemic, exact_epistemic, rtol=0.35)
 
 
-def test_minibatches_inflate_the_variance_as_the_squared_mean_gradient_predicts(blr):
-    # Vadam squares the minibatch-mean gradient (Cinelli 2019, eq. 3.79). Near
-    # the optimum its square is ~1/B of the per-example squared gradients, so
-    # the posterior variances grow by up to a factor B (std by sqrt(B) = 3.2
-    # for B = 10) where the data dominate the prior, as here.
+def test_minibatches_inflate_the_variance_unless_the_precision_is_batch_scaled(blr):
+    # The printed Vadam squares the minibatch-mean gradient (Cinelli 2019, eq. 3.79,
+    # curvature="gradient_magnitude"). Near the optimum its square is ~1/B of the per-example squared
+    # gradients, so the posterior variances grow by up to a factor B (std by sqrt(B) = 3.2 for B = 10) where
+    # the data dominate the prior, as here. The default scales it by B: the mean-field exact std again.
     X, y, _, fits = blr
     exact_mean, cov = exact_blr_posterior(X, y, PRIOR, NOISE)
     mf_std = 1 / np.sqrt(np.diag(np.linalg.inv(cov)))
-    q_mean, q_std = _q(fits[10])
+    q_mean, q_std = _q(fits[10, "gradient_magnitude"])
     ratio = q_std / mf_std
     assert np.all(ratio > 1.8) and np.all(ratio < np.sqrt(10) * 1.2)
     np.testing.assert_allclose(q_mean, exact_mean, atol=0.5 * q_std.min())
+    q_mean, q_std = _q(fits[10, "batch_scaled"])
+    np.testing.assert_allclose(q_std, mf_std, rtol=0.2)
+    np.testing.assert_allclose(q_mean, exact_mean, atol=0.5 * mf_std.min())
 
 
 def test_uncertainty_grows_away_from_the_data(blr):
     _, _, X_test, fits = blr
-    epistemic = fits[1].predict_uncertainty(X_test).epistemic_std
+    epistemic = fits[1, "batch_scaled"].predict_uncertainty(X_test).epistemic_std
     assert (
         epistemic[25:].mean() > 3 * epistemic[:25].mean()
     )  # rows 25: lie at |x| in [2, 4]

@@ -97,6 +97,27 @@ class ImplicitLinear(nn.Module):
         self.noise_dim = int(noise_dim)
         sizes = [self.noise_dim + self.out_features, *hidden_sizes, self.in_features + 1]
         self.generator_net = MLP(sizes, activation, generator=generator, device=device, dtype=dtype)
+        self._scale_initial_draws(generator)
+
+    @torch.no_grad()
+    def _scale_initial_draws(self, generator):
+        """Start with slices of the scale of a fan-in initialisation, different for every unit.
+
+        A generator with the default initialisation of its layers outputs
+        nearly the same slice for every one-hot code: its last layer's bias,
+        shared by all units, outweighs the code's contribution through the
+        hidden layers. Every unit of the layer then starts with the same
+        weights, and the network cannot break the symmetry (a Bayes by
+        Hypernet MLP on MNIST stayed at the uniform prediction, loss log 10,
+        for 20 epochs with the KL off). The last bias is set to 0 and the last
+        weights scaled so that the entries of 8 initial draws have the
+        standard deviation 1 / sqrt(in_features) of a LeCun initialisation.
+        """
+        last = self.generator_net.layers[-1]
+        last.bias.zero_()
+        spread = self.slice_draws(8, generator).std()
+        if spread > 0:
+            last.weight.mul_(self.in_features**-0.5 / spread)
 
     def _codes(self, like):
         return torch.eye(self.out_features, device=like.device, dtype=like.dtype)

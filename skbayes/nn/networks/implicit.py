@@ -6,7 +6,12 @@ r"""Networks of implicit-posterior layers, and the per-layer discriminator of Ba
 or N(0, prior_scale^2 / fan_in) per layer under ``prior_scaling="fan_in"``) from draws, summed over layers and over the independent slices of each
 layer:
 
-* by the 1-nearest-neighbour estimator (Bayes by Hypernet [Pawlowski2017]_,
+* by the exact prior cross-entropy less the 1-nearest-neighbour entropy
+  estimate on each slice's manifold (:meth:`ImplicitMLP.kl_entropy`,
+  :func:`~skbayes.nn.divergences.gaussian_prior_kl_from_draws`; Bayes by
+  Hypernet's default), or
+* by the two-sample 1-nearest-neighbour estimator (Bayes by Hypernet as in
+  [Pawlowski2017]_ and Killingberg 2021, eq. 3.6,
   :func:`~skbayes.nn.divergences.knn_kl`), or
 * by the mean logit of a :class:`SliceDiscriminator` per layer (Bayes by GAN
   [Killingberg2021]_, Proposition 1, Algorithm 7), trained on the binary
@@ -25,7 +30,7 @@ References
 import torch
 from torch import nn
 
-from ..divergences import discriminator_kl, discriminator_loss, knn_kl
+from ..divergences import discriminator_kl, discriminator_loss, gaussian_prior_kl_from_draws, knn_kl
 from ..functional import layer_prior_scale, standard_normal
 from ..layers.implicit import ImplicitLinear, parameters_from_slices
 from .mlp import MLP, BayesianLayerStack
@@ -169,18 +174,36 @@ class ImplicitMLP(BayesianLayerStack):
         prior = self.prior_slice_draws(n_prior_draws, generator)
         return sum(knn_kl(s.transpose(0, 1), p.transpose(0, 1)).sum() for s, p in zip(slices, prior))
 
-    def kl_discriminator(self, slices):
+    def kl_entropy(self, slices, per_layer=False):
+        """KL(q || p) from the exact cross-entropy and the entropy of each slice on its manifold, in nats.
+
+        Per slice, :func:`~skbayes.nn.divergences.gaussian_prior_kl_from_draws`
+        of its n_draws draws against the layer's N(0, ``prior_scales[l]^2``)
+        prior, in the intrinsic dimension k = min(``noise_dim``, in + 1): a
+        slice is a function of the noise only (its one-hot code is fixed), so
+        its draws lie on a k-dimensional manifold. Summed over slices and
+        layers (``per_layer=True``: a list of each layer's sum). No prior
+        draws are needed.
+        """
+        layers = [
+            gaussian_prior_kl_from_draws(s.transpose(0, 1), scale, min(layer.noise_dim, s.shape[-1])).sum()
+            for layer, s, scale in zip(self.layers, slices, self.prior_scales)
+        ]
+        return layers if per_layer else sum(layers)
+
+    def kl_discriminator(self, slices, per_layer=False):
         """Density-ratio estimate of KL(q || p): per layer, the mean logit over draws summed over slices.
 
         The gradient reaches the slices (the generators), not the
         discriminators, whose parameters enter as constants.
+        ``per_layer=True``: a list of each layer's estimate.
         """
-        total = 0.0
+        layers = []
         for discriminator, s in zip(self.discriminators, slices):
             constants = {name: p.detach() for name, p in discriminator.named_parameters()}
             logits = torch.func.functional_call(discriminator, constants, (s,))
-            total = total + discriminator_kl(logits).sum()
-        return total
+            layers.append(discriminator_kl(logits).sum())
+        return layers if per_layer else sum(layers)
 
     def discriminator_loss(self, slices, prior_slices):
         """Sum over layers of each discriminator's binary cross-entropy (slices detached from the generators)."""

@@ -88,12 +88,17 @@ class Vadam(torch.optim.Optimizer):
       (999 for beta_2 = 0.999) and freeze mu for hundreds of steps when
       sigma_0 is small. With s_0 = 0 both read as in the paper.
 
-    Known bias. s estimates E[g^2] for the *minibatch-mean* gradient g (the
-    gradient-magnitude approximation, Cinelli 2019, eq. 3.79). Near the
-    optimum the mean gradient vanishes and E[g^2] is about 1/B of the
-    per-example squared gradients (the generalised Gauss-Newton diagonal), so
-    for a batch of B rows the posterior variances are inflated by up to a
-    factor B where the data dominate the prior; batch size 1 gives the GGN.
+    * Batch scaling (``batch_size`` = B > 1). The squared gradient g^2 of
+      the *minibatch-mean* gradient (the gradient-magnitude approximation,
+      Cinelli 2019, eq. 3.79) has expectation (E g)^2 + Var(g_i) / B: near the
+      optimum, where the mean gradient vanishes, it is about 1/B of the
+      per-example squared gradients (the generalised Gauss-Newton diagonal
+      of eq. 3.78), so the printed algorithm inflates the posterior
+      variances by up to a factor B where the data dominate the prior.
+      With ``batch_size=B`` the precision uses B s (the step still uses s,
+      so the step sizes are the paper's): near the optimum that is the
+      per-example mean squared gradient; away from it, it overestimates the
+      precision. ``batch_size=1`` is the printed algorithm.
 
     Parameters
     ----------
@@ -109,13 +114,16 @@ class Vadam(torch.optim.Optimizer):
         Initial posterior precision p_0 of every weight; ``"prior"`` is each
         layer's prior precision 1 / ``layer.prior_scale``\ :sup:`2`; None
         reads it from each layer's current sigma.
+    batch_size : int, default=1
+        B of the batch scaling above (>= 1): the rows of the minibatch whose
+        mean gradient ``mu.grad`` is; 1 is the printed algorithm.
 
     Raises
     ------
     TypeError
         If a layer is not a :class:`~skbayes.nn.MeanFieldLinear`.
     ValueError
-        If ``n_data``, ``lr``, ``betas`` or ``initial_precision`` are out of range.
+        If ``n_data``, ``lr``, ``betas``, ``initial_precision`` or ``batch_size`` are out of range.
 
     Notes
     -----
@@ -125,7 +133,7 @@ class Vadam(torch.optim.Optimizer):
     """
 
     def __init__(
-        self, layers, n_data, lr=1e-3, betas=(0.9, 0.999), initial_precision=None
+        self, layers, n_data, lr=1e-3, betas=(0.9, 0.999), initial_precision=None, batch_size=1
     ):
         layers = list(
             layers.layers
@@ -143,6 +151,9 @@ class Vadam(torch.optim.Optimizer):
             )
         if not lr > 0:
             raise ValueError(f"lr must be positive; got {lr}.")
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be a positive number of rows; got {batch_size}.")
+        self.batch_size = int(batch_size)
         if isinstance(initial_precision, str):
             valid = initial_precision == "prior"
         else:
@@ -181,7 +192,7 @@ class Vadam(torch.optim.Optimizer):
         """Posterior precision N s_t + lambda of the layer, shape of ``mu``."""
         state = self.state[layer.mu]
         beta2 = group["betas"][1]
-        s = state["exp_avg_sq"] + beta2 ** state["step"] * state["initial_sq"]
+        s = self.batch_size * state["exp_avg_sq"] + beta2 ** state["step"] * state["initial_sq"]
         return self.n_data * s + group["prior_precision"]
 
     def load_state_dict(self, state_dict):
