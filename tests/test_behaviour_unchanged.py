@@ -34,7 +34,9 @@ the first file (Vadam's posterior precision scaled by the batch size,
 ``Vadam(curvature="batch_scaled")``), ``reg_bbh``, ``clf_bbh``, ``reg_bbg`` and
 ``clf_bbg`` in the second (the generators' initial scale of
 ``skbayes.nn.ImplicitLinear``, Bayes by Hypernet's entropy-based KL estimate,
-Bayes by GAN's KL check). Every other output is as written.
+Bayes by GAN's KL check), and the predictions of ``reg_pbp`` and
+``reg_pbp_batch`` (PBP's moment-matched predictive became its default; their
+loss curves and diagnostics were unchanged). Every other output is as written.
 """
 
 import numpy as np

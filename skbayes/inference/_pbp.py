@@ -2,6 +2,7 @@
 
 import torch
 
+from .._param_validation import StrOptions
 from .._training import Callback
 from ..nn import PBPNetwork, PBPOptimizer, inverse_softplus
 from ._base import InferenceMethod, Training
@@ -47,14 +48,29 @@ class PBP(InferenceMethod):
     prior factors.
 
     After fitting, the network's layers hold the Gaussian posterior of each
-    (scaled) weight, so prediction samples weights from q like
-    :class:`MeanFieldVI`; ``inference_diagnostics_`` holds ``prior_std``
+    (scaled) weight. With ``predictive="moments"`` (the default) the
+    prediction is PBP's own: the Gaussian N(m(x), v(x) + E[1/gamma]) whose
+    m and v are propagated through the layers by moment matching (Cinelli
+    2019, eqs. 3.38-3.43; :meth:`skbayes.nn.PBPNetwork.moments`), as the
+    authors' code predicts. The estimators average over ``n_mc_predict``
+    equally weighted quadrature nodes of N(m, v) instead of weight draws
+    (:func:`skbayes.nn.networks.pbp.gaussian_quadrature_nodes`), so
+    ``predict``, ``return_std`` and ``predict_uncertainty`` give m, v and
+    the noise exactly; the log density and the quantiles are those of the
+    nodes' mixture (within 5e-3 nats of the Gaussian's on the tests'
+    data, ``tests/inference/test_pbp.py``). ``sample_y`` draws f = m + v^(1/2) xi, xi ~ N(0, 1).
+    ``predictive="sampling"`` samples weights from q like
+    :class:`MeanFieldVI` and propagates each draw (the ReLU units then
+    see q's non-Gaussian pre-activations). ``inference_diagnostics_`` holds ``prior_std``
     (E[1/lambda]^(1/2), the inferred prior scale of the unscaled weights),
     ``n_rejected`` (weight updates skipped by the variance safeguard) and
     ``kl`` (KL(q || prior) at the inferred prior scale).
 
     Parameters
     ----------
+    predictive : {"moments", "sampling"}, default="moments"
+        The prediction: PBP's moment-matched Gaussian, or weight draws
+        from q (above).
     %(stopping_parameters)s
     %(predict_parameters)s
 
@@ -68,13 +84,16 @@ class PBP(InferenceMethod):
     supports_classification = False
     #: Moment matching is for the homoscedastic Gaussian likelihood only.
     noise_models = frozenset({"homoscedastic"})
-    _parameter_constraints = {**STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS}
+    _parameter_constraints = {
+        **STOPPING_CONSTRAINTS, **PREDICT_CONSTRAINTS, "predictive": [StrOptions({"moments", "sampling"})],
+    }
 
     # max_iter=40: the authors' 40 passes (Hernández-Lobato & Adams 2015, section 5)
     def __init__(
-        self, *, max_iter=40, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
-        n_mc_predict=100,
+        self, predictive="moments", *, max_iter=40, early_stopping="auto", validation_fraction=0.1,
+        n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
+        self.predictive = predictive
         self.max_iter = max_iter
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
@@ -88,12 +107,15 @@ class PBP(InferenceMethod):
                 f"PBP propagates moments through ReLU units only; got "
                 f"activation={settings.activation!r}. Use activation='relu' or another inference method."
             )
-        return PBPNetwork(
+        network = PBPNetwork(
             n_features, settings.hidden_layer_sizes, n_outputs, generator=generator, device=device, dtype=dtype
         )
+        network.predictive = self.predictive
+        return network
 
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]
+        network.predictive = self.predictive  # also for a warm start with another setting
         learn_noise = settings.learn_noise
         # One step of the training loop is one ADF pass over the shuffled
         # rows (PBPOptimizer.adf_pass), which includes them one after another

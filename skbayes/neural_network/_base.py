@@ -455,7 +455,9 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         For a network with a finite set of members (``n_members``: an
         ensemble, kept Monte-Carlo samples) and ``all_members=True`` the draws
         are all members in order (the exact mixture) and the index is None;
-        otherwise ``n_draws`` draws from a generator seeded with ``seed``
+        for a network whose outputs are Gaussian (``quadrature_parameters``
+        not None: PBP's moment-matched predictive) and ``all_members=True``,
+        ``n_draws`` deterministic quadrature nodes of that Gaussian; otherwise ``n_draws`` draws from a generator seeded with ``seed``
         (member indices drawn with replacement for a finite network, the
         index tensor returned so that per-member noise can follow).
         """
@@ -464,6 +466,9 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         with torch.no_grad():
             if finite and all_members:
                 return network.member_parameters(), None
+            nodes = network.quadrature_parameters(n_draws) if hasattr(network, "quadrature_parameters") else None
+            if nodes is not None and all_members:
+                return nodes, None
             # A CPU generator: the same draws on every device, so that a model
             # fitted on a GPU predicts the same after loading on a CPU.
             generator = self._generator(seed)

@@ -41,6 +41,7 @@ __all__ = [
     "relu_moments",
     "relu_moments_backward",
     "relu_moments_forward",
+    "random_signs",
     "standard_normal",
     "uniform_init",
 ]
@@ -179,6 +180,25 @@ def standard_uniform(shape, like, generator=None):
     """
     u = torch.rand(shape, generator=generator, device=generator_device(generator, like.device), dtype=like.dtype)
     return u.to(like.device)
+
+
+def random_signs(shape, like, generator=None):
+    """Independent random signs, +1 or -1 with probability 1/2 each, in ``like``'s dtype and device.
+
+    The sign vectors of Flipout (Wen et al. 2018), drawn by
+    :func:`standard_uniform`.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    like : torch.Tensor
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    signs : torch.Tensor of shape ``shape``
+    """
+    return torch.where(standard_uniform(shape, like, generator) < 0.5, -1.0, 1.0).to(like.dtype)
 
 
 def dropout_mask(shape, rate, like, generator=None):

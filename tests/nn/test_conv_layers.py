@@ -62,11 +62,9 @@ def _im2col_moments(layer, x):
 
 
 def _draws(layer, x, mode, n_draws, seed):
-    """``n_draws`` outputs for one image: one pass over n_draws copies ("sample"), or n_draws passes ("shared")."""
+    """``n_draws`` outputs for one image, one pass each (each pass draws its own perturbation)."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad(), noise_context(layer, mode, gen):
-        if mode == "sample":
-            return layer(x.expand(n_draws, *x.shape)).numpy()
         return np.concatenate([layer(x[None]).numpy() for _ in range(n_draws)])
 
 
@@ -76,7 +74,7 @@ def test_output_moments_match_the_im2col_closed_form(geometry, mode):
     layer = _layer(*geometry)
     x = torch.randn(geometry[0], 6, 7, generator=torch.Generator().manual_seed(5), dtype=DTYPE)
     mean, var, _ = _im2col_moments(layer, x)
-    n_draws = 20000 if mode == "sample" else 6000
+    n_draws = 6000
     draws = _draws(layer, x, mode, n_draws, seed=11)
     assert draws.shape[1:] == mean.shape
     # sample mean within 5 standard errors; sample variance within 5 standard errors of a Gaussian's (sqrt(2/n) v)
@@ -84,8 +82,8 @@ def test_output_moments_match_the_im2col_closed_form(geometry, mode):
     np.testing.assert_array_less(np.abs(draws.var(0) - var), 5 * np.sqrt(2.0 / n_draws) * var)
 
 
-def test_sample_mode_draws_elements_independently_and_shared_mode_correlates_them():
-    """Local reparameterisation: elements of one channel uncorrelated; one shared kernel: the kernel's covariance."""
+def test_sample_and_shared_modes_both_correlate_the_elements_as_one_kernel_does():
+    """Flipout draws one kernel per row: the elements of a row are correlated like those of a shared kernel."""
     layer = _layer(*GEOMETRIES[0])
     x = torch.randn(2, 6, 7, generator=torch.Generator().manual_seed(6), dtype=DTYPE)
     _, _, cov = _im2col_moments(layer, x)
@@ -94,11 +92,37 @@ def test_sample_mode_draws_elements_independently_and_shared_mode_correlates_the
     np.fill_diagonal(corrs, 0.0)
     p, q = np.unravel_index(np.abs(corrs).argmax(), corrs.shape)  # the two most correlated patches of channel k
     corr = corrs[p, q]
-    assert abs(corr) > 0.2  # the check below can tell the two modes apart
-    for mode, n_draws, expected in (("sample", 20000, 0.0), ("shared", 6000, corr)):
-        draws = _draws(layer, x, mode, n_draws, seed=12).reshape(n_draws, layer.out_channels, -1)[:, k]
+    assert abs(corr) > 0.2  # independent elements (local reparameterisation) would give 0
+    for mode in ("sample", "shared"):
+        draws = _draws(layer, x, mode, 6000, seed=12).reshape(6000, layer.out_channels, -1)[:, k]
         sample_corr = np.corrcoef(draws[:, p], draws[:, q])[0, 1]
-        assert abs(sample_corr - expected) < 5 * (1 - expected**2) / np.sqrt(n_draws), (mode, sample_corr, expected)
+        assert abs(sample_corr - corr) < 5 * (1 - corr**2) / np.sqrt(6000), (mode, sample_corr, corr)
+
+
+def test_sample_mode_convolves_each_row_with_its_flipout_kernel():
+    # Wen et al. 2018, eq. 3: row i's kernel is mu + Delta * (s_i r_i^T) with one Delta per call; rebuilt here
+    # from the same generator (its draw order: Delta's epsilon, input signs, output signs, bias epsilon) and
+    # applied row by row by torch's own convolution.
+    layer = _layer(*GEOMETRIES[1])
+    x = torch.randn(3, 4, 6, 7, generator=torch.Generator().manual_seed(8), dtype=DTYPE)
+    with torch.no_grad(), noise_context(layer, "sample", torch.Generator().manual_seed(4)):
+        out = layer(x)
+    gen = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        eps = torch.randn(layer.weight_mu.shape, generator=gen, dtype=DTYPE)
+        r = torch.where(torch.rand(3, layer.in_channels, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0)
+        s = torch.where(torch.rand(3, layer.out_channels, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0)
+        eps_b = torch.randn(3, layer.out_channels, generator=gen, dtype=DTYPE)
+        delta = layer.weight_sigma * eps
+        group_in = layer.in_channels // layer.groups
+        for i in range(3):
+            signs = s[i][:, None] * torch.stack(
+                [r[i][(o // (layer.out_channels // layer.groups)) * group_in:][:group_in]
+                 for o in range(layer.out_channels)])
+            kernel = layer.weight_mu + delta * signs[:, :, None, None]
+            bias = layer.bias_mu + layer.bias_sigma * eps_b[i]
+            expected = F.conv2d(x[i:i + 1], kernel, bias, layer.stride, layer.padding, layer.dilation, layer.groups)
+            torch.testing.assert_close(out[i:i + 1], expected, rtol=1e-10, atol=1e-12)
 
 
 def test_shared_mode_rows_do_not_depend_on_the_batch():

@@ -5,9 +5,9 @@ shapes, the same weight layout) driven by the noise protocol of
 :mod:`skbayes.nn.layers.noise`. A convolution is a linear map of the image
 patches (Gal 2016, section 3.4.1: the patches form the rows of a matrix, the
 kernels its columns), so everything said of :class:`~skbayes.nn.layers.MeanFieldLinear`
-holds patch by patch; in particular local reparameterisation on the output
-([Kingma2015]_, eq. 6) gives each output element its exact marginal
-distribution under q.
+holds patch by patch. Training draws one kernel per row (Flipout,
+[Wen2018]_), so that the network trained is the one that predicts: one
+kernel draw convolved over every position of an image.
 
 References
 ----------
@@ -16,6 +16,9 @@ References
 .. [Kingma2015] D. P. Kingma, T. Salimans and M. Welling, "Variational dropout
    and the local reparameterization trick", NeurIPS 2015.
 .. [Gal2016] Y. Gal, "Uncertainty in deep learning", PhD thesis, 2016, section 3.4.1.
+.. [Wen2018] Y. Wen, P. Vicol, J. Ba, D. Tran and R. Grosse, "Flipout:
+   efficient pseudo-independent weight perturbations on mini-batches", ICLR
+   2018, eq. 3.
 """
 
 import torch
@@ -23,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.modules.utils import _pair
 
-from ..functional import inverse_softplus, standard_normal, uniform_init
+from ..functional import inverse_softplus, random_signs, standard_normal, uniform_init
 from .mean_field import gaussian_kl
 from .noise import StochasticLayer
 
@@ -38,19 +41,26 @@ class MeanFieldConv2d(StochasticLayer):
     the closed-form KL. The pass depends on ``noise_mode``:
 
     ``"sample"``
-        Local reparameterisation on the output ([Kingma2015]_, eq. 6): every
-        output element is a weighted sum of one input patch, Gaussian under q,
-        with
+        One kernel draw per row, by Flipout ([Wen2018]_, eq. 3): a
+        perturbation Delta = sigma_W * epsilon, epsilon ~ N(0, 1), is drawn
+        once per call and row i convolves with mu_W + Delta * (s_i r_i^T),
+        s_i and r_i independent random signs per output and per input
+        channel,
 
         .. math::
 
-            m = x \star \mu_W + \mu_b, \qquad
-            v = x^2 \star \sigma_W^2 + \sigma_b^2, \qquad
-            y = m + \sqrt{v}\, \epsilon, \quad \epsilon \sim \mathcal N(0, 1),
+            y_i = x_i \star \mu_W
+                  + \left[(x_i \odot r_i) \star \Delta\right] \odot s_i
+                  + \mu_b + \sigma_b \odot \epsilon_i,
 
-        a fresh epsilon per output element (an exact draw of each element's
-        marginal; elements that share a patch are drawn independently, which
-        is what lowers the gradient variance).
+        two convolutions per call. Each row's kernel is an exact draw of q
+        (sign flips keep the symmetric perturbation's distribution), the
+        same kernel at every position of the image, which is the model that
+        prediction (``"shared"``) evaluates; the signs decorrelate the rows'
+        draws, which lowers the gradient variance of a shared draw. (Local
+        reparameterisation on the output, [Kingma2015]_ eq. 6, would draw
+        every output element independently: a different model, with a
+        different kernel at every position.)
     ``"shared"``
         One kernel tensor (and bias) drawn from q, convolved with every row.
     ``"mean"``
@@ -182,13 +192,17 @@ class MeanFieldConv2d(StochasticLayer):
         """Convolve ``x`` (n, in_channels, H, W) as set by ``noise_mode`` (see the class docstring)."""
         generator = self.noise_generator
         if self.noise_mode == "sample":
-            mean = self._conv(x, self.weight_mu, self.bias_mu)
-            bias_var = None if self.bias_rho is None else self.bias_sigma**2
-            var = self._conv(x * x, self.weight_sigma**2, bias_var)
-            if bias_var is None:
-                # an all-zero patch (zero padding, ReLU zeros) has variance 0, where sqrt has no gradient
-                var = var.clamp_min(torch.finfo(var.dtype).tiny)
-            return mean + var.sqrt() * standard_normal(mean.shape, mean, generator)
+            batched = x if x.dim() == 4 else x.unsqueeze(0)
+            n = batched.shape[0]
+            mean = self._conv(batched, self.weight_mu, None)
+            delta = self.weight_sigma * standard_normal(self.weight_mu.shape, self.weight_mu, generator)
+            signs_in = random_signs((n, self.in_channels, 1, 1), batched, generator)
+            signs_out = random_signs((n, self.out_channels, 1, 1), batched, generator)
+            out = mean + self._conv(batched * signs_in, delta, None) * signs_out
+            if self.bias_mu is not None:
+                eps = standard_normal((n, self.out_channels), batched, generator)
+                out = out + (self.bias_mu + self.bias_sigma * eps)[:, :, None, None]
+            return out if x.dim() == 4 else out.squeeze(0)
         if self.noise_mode == "shared":
             eps = standard_normal(self.weight_mu.shape, self.weight_mu, generator)
             weight = self.weight_mu + self.weight_sigma * eps

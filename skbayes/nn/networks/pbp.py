@@ -53,6 +53,7 @@ from ..functional import (
     relu_moments,
     relu_moments_backward,
     relu_moments_forward,
+    standard_normal,
 )
 from ..layers import PBPLinear
 from ..optim.adf import gamma_log_normalisers, gamma_moment_update, include_noise_rows
@@ -199,6 +200,42 @@ class RowMoments(NamedTuple):
     y: torch.Tensor
 
 
+class GaussianOutputDraws(NamedTuple):
+    """Standardised values xi of the output f = m(x) + v(x)^(1/2) xi under PBP's Gaussian predictive.
+
+    What :meth:`PBPNetwork.sample_parameters` and
+    :meth:`PBPNetwork.quadrature_parameters` return in place of weight draws
+    when the network predicts by its moments (``predictive="moments"``).
+    """
+
+    xi: torch.Tensor
+
+
+def gaussian_quadrature_nodes(n, like):
+    """n equally weighted nodes of N(0, 1) with mean exactly 0 and variance exactly 1.
+
+    The midpoint quantiles Phi^{-1}((t - 1/2) / n), t = 1..n, centred and
+    divided by their standard deviation (population form): averages over the
+    nodes of a + b xi and of (a + b xi)^2 are then exact.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes (>= 2).
+    like : torch.Tensor
+        Gives the dtype and the device.
+
+    Returns
+    -------
+    xi : torch.Tensor of shape (n,)
+    """
+    from scipy.special import ndtri
+
+    xi = ndtri((np.arange(n) + 0.5) / n)
+    xi = (xi - xi.mean()) / xi.std()
+    return torch.as_tensor(xi, dtype=like.dtype, device=like.device)
+
+
 class PBPNetwork(BayesianLayerStack):
     r"""A ReLU regression network with the approximate posterior of PBP.
 
@@ -249,6 +286,9 @@ class PBPNetwork(BayesianLayerStack):
     """
 
     activation = "relu"
+    #: How the network predicts: "sampling" (weight draws from q, the protocol of
+    #: :class:`~skbayes.nn.BayesianMLP`) or "moments" (the Gaussian of :meth:`moments`).
+    predictive = "sampling"
     log_z_gradients = staticmethod(log_z_gradients)
     hidden_workspace = staticmethod(hidden_workspace)
 
@@ -324,6 +364,51 @@ class PBPNetwork(BayesianLayerStack):
                 mean, var = relu_moments(mean, var)
             mean, var = layer.moments(mean, var)
         return mean, var
+
+    # ---------------------------------------------------------- prediction
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` draws for :meth:`forward_with`: weight draws from q, or Gaussian output draws.
+
+        With ``predictive="sampling"`` a list of (W, b) per layer (the
+        protocol of :class:`~skbayes.nn.BayesianMLP`); with ``"moments"`` a
+        :class:`GaussianOutputDraws` of n_samples N(0, 1) values xi, each
+        shared by all rows: f_s(x) = m(x) + v(x)^(1/2) xi_s.
+        """
+        if self.predictive == "moments":
+            like = self.layers[0].mean
+            return GaussianOutputDraws(standard_normal((n_samples,), like, generator))
+        return super().sample_parameters(n_samples, generator)
+
+    def quadrature_parameters(self, n_nodes):
+        """Deterministic nodes of the Gaussian predictive (``predictive="moments"``), else None.
+
+        :func:`gaussian_quadrature_nodes`: the estimators average their
+        predictive quantities over them instead of over random draws, so
+        that the mean and the variance of f are those of :meth:`moments`
+        exactly.
+        """
+        if self.predictive != "moments":
+            return None
+        return GaussianOutputDraws(gaussian_quadrature_nodes(max(int(n_nodes), 2), self.layers[0].mean))
+
+    def forward_with(self, x, parameters):
+        """The network's outputs under draws of :meth:`sample_parameters` or :meth:`quadrature_parameters`.
+
+        Returns
+        -------
+        f : torch.Tensor of shape (n_draws, n, n_outputs)
+        """
+        if isinstance(parameters, GaussianOutputDraws):
+            mean, var = self.moments(x)
+            return mean + var.clamp_min(0.0).sqrt() * parameters.xi[:, None, None]
+        return super().forward_with(x, parameters)
+
+    def prediction_row_size(self, parameters):
+        """Numbers held per row at prediction (bounds the rows per block)."""
+        width = max(max(layer.in_features, layer.out_features) for layer in self.layers)
+        if isinstance(parameters, GaussianOutputDraws):
+            return 4 * width + 2 * parameters.xi.shape[0] * self.layers[-1].out_features
+        return 2 * parameters[0][0].shape[0] * width
 
     def log_z(self, x, y, noise_var=None):
         r"""log Z of each row, differentiable in the layers' means and variances.
