@@ -142,7 +142,9 @@ def parse_args(argv=None):
 def merge(paths, json_path, md_path):
     """One report of the methods of several runs with the same settings (one table in the docs).
 
-    Raises ValueError if the runs' settings differ or a method appears twice.
+    A method measured by several runs keeps the row of the last of them (a
+    re-run after a fix replaces the earlier row). Raises ValueError if the
+    runs' settings differ.
     """
     runs = [json.loads(Path(p).read_text()) for p in paths]
     settings = runs[0]["settings"]
@@ -151,16 +153,16 @@ def merge(paths, json_path, md_path):
         if run["settings"] != settings:
             raise ValueError(f"{path} has other settings than {paths[0]}")
         for name, row in run["methods"].items():
-            if name in merged["methods"]:
-                raise ValueError(f"{name} is in more than one run")
             merged["methods"][name] = {**row, "rotated": {int(a): v for a, v in row["rotated"].items()}}  # JSON keys are str
         merged["merged_from"].append({"file": Path(path).name, "methods": list(run["methods"]),
                                       "environment": run["environment"]})
     write_atomic(json_path, json.dumps(merged, indent=1))
     lines = [markdown(merged).rstrip("\n"), ""]
-    for part in merged["merged_from"]:
+    for i, part in enumerate(merged["merged_from"]):
         env = part["environment"]
-        lines.append(f"Run {part['file']} ({', '.join(part['methods'])}): git {env.get('git_commit', '?')[:7]}, "
+        later = {m for other in merged["merged_from"][i + 1:] for m in other["methods"]}
+        kept = [m if m not in later else f"{m}, replaced by a later run" for m in part["methods"]]
+        lines.append(f"Run {part['file']} ({'; '.join(kept)}): git {env.get('git_commit', '?')[:7]}, "
                      f"{env.get('torch_num_threads', '?')} torch thread(s), load average {env.get('loadavg_start', '?')} "
                      f"at start, {env.get('loadavg_end', '?')} at end.")
     write_atomic(md_path, "\n".join(lines) + "\n")
