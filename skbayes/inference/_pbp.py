@@ -54,7 +54,7 @@ class PBP(InferenceMethod):
     2019, eqs. 3.38-3.43; :meth:`skbayes.nn.PBPNetwork.moments`), as the
     authors' code predicts. The estimators average over ``n_mc_predict``
     equally weighted quadrature nodes of N(m, v) instead of weight draws
-    (:func:`skbayes.nn.networks.pbp.gaussian_quadrature_nodes`), so
+    (``skbayes.nn.networks.pbp.gaussian_quadrature_nodes``), so
     ``predict``, ``return_std`` and ``predict_uncertainty`` give m, v and
     the noise exactly; the log density and the quantiles are those of the
     nodes' mixture (within 5e-3 nats of the Gaussian's on the tests'

@@ -186,7 +186,7 @@ def random_signs(shape, like, generator=None):
     """Independent random signs, +1 or -1 with probability 1/2 each, in ``like``'s dtype and device.
 
     The sign vectors of Flipout (Wen et al. 2018), drawn by
-    :func:`standard_uniform`.
+    ``standard_uniform``.
 
     Parameters
     ----------

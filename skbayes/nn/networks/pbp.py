@@ -371,7 +371,7 @@ class PBPNetwork(BayesianLayerStack):
 
         With ``predictive="sampling"`` a list of (W, b) per layer (the
         protocol of :class:`~skbayes.nn.BayesianMLP`); with ``"moments"`` a
-        :class:`GaussianOutputDraws` of n_samples N(0, 1) values xi, each
+        ``GaussianOutputDraws`` of n_samples N(0, 1) values xi, each
         shared by all rows: f_s(x) = m(x) + v(x)^(1/2) xi_s.
         """
         if self.predictive == "moments":
@@ -382,7 +382,7 @@ class PBPNetwork(BayesianLayerStack):
     def quadrature_parameters(self, n_nodes):
         """Deterministic nodes of the Gaussian predictive (``predictive="moments"``), else None.
 
-        :func:`gaussian_quadrature_nodes`: the estimators average their
+        ``gaussian_quadrature_nodes``: the estimators average their
         predictive quantities over them instead of over random draws, so
         that the mean and the variance of f are those of :meth:`moments`
         exactly.
