@@ -174,6 +174,12 @@ class MeanFieldVI(InferenceMethod):
         return super().prepare(module, X, Y, settings, context)
 
 
+#: MC dropout's rate at ``dropout_rate="auto"`` for the MLPs and for modules without convolutions.
+AUTO_DROPOUT_RATE = 0.01
+#: ... and for ``module=`` networks with convolutions.
+AUTO_DROPOUT_RATE_CONV = 0.25
+
+
 @method_doc()
 class MCDropout(InferenceMethod):
     """MC dropout: a Bernoulli variational distribution over the rows of every weight matrix.
@@ -186,8 +192,18 @@ class MCDropout(InferenceMethod):
 
     Parameters
     ----------
-    dropout_rate : float in [0, 1), default=0.01
-        Probability of dropping a unit.
+    dropout_rate : float in [0, 1) or "auto", default="auto"
+        Probability of dropping a unit. ``"auto"``: 0.01
+        (``AUTO_DROPOUT_RATE``) for the MLPs and for ``module=`` networks
+        without convolutions, 0.25 (``AUTO_DROPOUT_RATE_CONV``) for
+        ``module=`` networks with convolutions. On seed 004's LeNet (MNIST,
+        4,000 / 1,000 images, 20 epochs, ``placement="all"``) 0.01 left the
+        network almost deterministic (mutual information 0.001 nats on the
+        test images, at most 0.03 on a rotated digit; error 3.7 %); 0.1,
+        0.25 and 0.5 gave errors 3.8, 3.4 and 3.6 %, NLL 0.109, 0.111 and
+        0.130, mutual information 0.011, 0.029 and 0.074, and at most 0.26,
+        0.50 and 0.92 on the rotated digit (doc page "Bayesian networks",
+        ``results/mnist/mnist_cnn_rate_*``).
     n_mc_train : int, default=1
         Dropout masks per row and step.
     kl_warmup_epochs : int, default=0
@@ -217,14 +233,14 @@ class MCDropout(InferenceMethod):
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
         **PREDICT_CONSTRAINTS,
-        "dropout_rate": [Interval(Real, 0, 1, closed="left")],
+        "dropout_rate": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="left")],
         "n_mc_train": _N_MC_TRAIN,
         "kl_warmup_epochs": _KL_WARMUP,
         "placement": [StrOptions(set(DROPOUT_PLACEMENTS))],
     }
 
     def __init__(
-        self, dropout_rate=0.01, n_mc_train=1, kl_warmup_epochs=0, placement="all", *, learning_rate_init=3e-3,
+        self, dropout_rate="auto", n_mc_train=1, kl_warmup_epochs=0, placement="all", *, learning_rate_init=3e-3,
         beta_1=0.9, beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1,
         n_iter_no_change="auto", tol=1e-4, n_mc_predict=100,
     ):
@@ -243,13 +259,20 @@ class MCDropout(InferenceMethod):
         self.n_mc_predict = n_mc_predict
 
     def build_network(self, n_features, n_outputs, settings, **factory):
-        return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=self.dropout_rate)
+        rate = AUTO_DROPOUT_RATE if self.dropout_rate == "auto" else self.dropout_rate
+        return bayesian_mlp("mc_dropout", n_features, n_outputs, settings, factory, dropout_rate=rate)
 
     def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
         (seed,) = module_seeds(generator, 1)
+        network = settings.module(seed, n_features, n_outputs, device, dtype)
+        rate = self.dropout_rate
+        if rate == "auto":
+            convolutions = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+            has_conv = any(isinstance(m, convolutions) for m in network.modules())
+            rate = AUTO_DROPOUT_RATE_CONV if has_conv else AUTO_DROPOUT_RATE
         module, dropped_weights = to_mc_dropout(
-            settings.module(seed, n_features, n_outputs, device, dtype),
-            self.dropout_rate,
+            network,
+            rate,
             placement=self.placement,
             prior_scale=settings.prior_scale,
         )

@@ -306,9 +306,12 @@ def test_a_refit_with_another_method_replaces_the_diagnostics(data):
 
 # ------------------------------------------------------------ draws at prediction
 def _count_draws(network, monkeypatch):
-    """The ``n_draws`` of every ``sample_parameters`` call that prediction makes on ``network``, as they come."""
+    """The ``n_draws`` of every ``sample_parameters`` (or ``quadrature_parameters``) call of prediction, in order."""
     draws, original = [], network.sample_parameters
     monkeypatch.setattr(network, "sample_parameters", lambda n, generator: draws.append(n) or original(n, generator))
+    if hasattr(network, "quadrature_parameters") and network.quadrature_parameters(2) is not None:
+        nodes = network.quadrature_parameters  # PBP's moment-matched predictive: its quadrature nodes
+        monkeypatch.setattr(network, "quadrature_parameters", lambda n: draws.append(n) or nodes(n))
     return draws
 
 

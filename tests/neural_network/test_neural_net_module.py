@@ -745,3 +745,28 @@ def test_an_instance_with_layers_that_cannot_be_reset_warns():
     instance = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1), _Scale())
     with pytest.warns(UserWarning, match="without reset_parameters \\(_Scale\\)"):
         BayesianMLPRegressor(module=instance, inference=_short(DeepEnsemble(n_estimators=2)), **_small(), noise="homoscedastic").fit(X, y)
+
+
+class _DenseNet(nn.Module):
+    def __init__(self, n_outputs):
+        super().__init__()
+        self.hidden, self.out = nn.LazyLinear(8), nn.Linear(8, n_outputs)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x.flatten(1))))
+
+
+def test_mc_dropout_auto_rate_is_higher_for_convolutional_modules():
+    # dropout_rate="auto": 0.25 for a module with convolutions (at 0.01 a LeNet on MNIST was almost deterministic:
+    # mutual information 0.001 nats, doc page "Bayesian networks"), 0.01 for the MLPs and dense modules
+    X, y = _images()
+    conv = BayesianMLPRegressor(module=ConvNet, inference=_short(MCDropout()), **_small(), noise="homoscedastic").fit(X, y)
+    rates = {m.dropout_rate for m in conv.module_["network"].modules() if isinstance(m, MCDropoutLayer)}
+    assert rates == {0.25}
+    rows = X.reshape(len(X), -1)
+    dense = BayesianMLPRegressor(module=_DenseNet, inference=_short(MCDropout()), **_small(),
+                                 noise="homoscedastic").fit(rows, y)
+    rates = {m.dropout_rate for m in dense.module_["network"].modules() if isinstance(m, MCDropoutLayer)}
+    assert rates == {0.01}
+    mlp = BayesianMLPRegressor(hidden_layer_sizes=(8,), inference=_short(MCDropout()), noise="homoscedastic").fit(rows, y)
+    assert {layer.dropout_rate for layer in mlp.module_["network"].layers} == {0.01}
