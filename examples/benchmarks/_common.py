@@ -63,6 +63,18 @@ def loadavg():
         return None
 
 
+def fit_noting_collapse(estimator, X, y):
+    """Fit ``estimator`` on X, y: ``(estimator, fit seconds, whether it warned that its posterior collapsed)``."""
+    import warnings
+
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        estimator.fit(X, y)
+    collapsed = any("collapsed" in str(w.message) for w in caught)
+    return estimator, time.perf_counter() - start, collapsed
+
+
 def peak_rss_mb():
     """Peak resident memory of this process so far, in MB (``ru_maxrss`` is in kilobytes on Linux)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -33,14 +33,14 @@ Results go to ``examples/benchmarks/results/bnn_methods/<out>.json`` and ``.md``
 
 import shlex
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment_lines, load_mnist, loadavg, rows_script, run_saving  # noqa: E402
+from _common import (  # noqa: E402
+    environment_lines, fit_noting_collapse, load_mnist, loadavg, rows_script, run_saving,
+)
 from checks_at_defaults import regression_data  # noqa: E402
 from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
@@ -51,15 +51,6 @@ from skbayes import BayesianMLPClassifier, BayesianMLPRegressor  # noqa: E402
 def variant(expression):
     """The inference object written as ``expression``."""
     return eval(expression, {name: getattr(skbayes.inference, name) for name in skbayes.inference.__all__})
-
-
-def fit(estimator, X, y):
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        estimator.fit(X, y)
-    collapsed = any("collapsed" in str(w.message) for w in caught)
-    return estimator, time.perf_counter() - start, collapsed
 
 
 def _cell(rows, key, fmt):
@@ -137,7 +128,7 @@ def main(argv=None):
         X, y = regression_data()
         for seed in range(args.check_seeds):
             for expression in args.variants:
-                estimator, seconds, collapsed = fit(
+                estimator, seconds, collapsed = fit_noting_collapse(
                     BayesianMLPRegressor(inference=variant(expression), random_state=seed), X, y)
                 report["rows"].append({"set": "check", "split": 0, "seed": seed, "variant": expression,
                                        "train_r2": float(estimator.score(X, y)), "fit_seconds": seconds,
@@ -150,7 +141,7 @@ def main(argv=None):
             X_train, X_test, y_train, y_test, _ = load_mnist(args.data_home)
             for expression in args.variants:
                 method = variant(expression).set_params(max_iter=args.mnist_epochs, n_iter_no_change=10**9)
-                estimator, seconds, collapsed = fit(
+                estimator, seconds, collapsed = fit_noting_collapse(
                     BayesianMLPClassifier(hidden_layer_sizes=(400, 400), inference=method, random_state=0),
                     X_train, y_train)
                 proba = estimator.predict_proba(X_test)
@@ -164,7 +155,7 @@ def main(argv=None):
         if not args.no_regression:
             for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):
                 for expression in args.variants:
-                    estimator, seconds, collapsed = fit(
+                    estimator, seconds, collapsed = fit_noting_collapse(
                         BayesianMLPRegressor(inference=variant(expression), random_state=0), X_train, y_train)
                     row = {"set": name, "split": split, "variant": expression,
                            **scores(estimator, X_test, y_test, seconds), "collapsed": collapsed, "loadavg": loadavg()}

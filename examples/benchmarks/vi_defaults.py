@@ -27,15 +27,13 @@ Results go to ``examples/benchmarks/results/defaults/<out>.json`` and ``.md``.
 """
 
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    environment_lines, loadavg, rows_script, run_saving,
+    environment_lines, fit_noting_collapse, loadavg, rows_script, run_saving,
 )
 from stacking import add_set_arguments, benchmark_sets, scores  # noqa: E402
 
@@ -71,15 +69,6 @@ def model(method, setting, random_state=0):
     noise, prior_scaling = SETTINGS[setting]
     params = {"prior_scaling": prior_scaling} if "prior_scaling" in ALIASES[method]().get_params() else {}
     return BayesianMLPRegressor(inference=ALIASES[method](**params), noise=noise, random_state=random_state)
-
-
-def fit(estimator, X, y):
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        estimator.fit(X, y)
-    collapsed = any("collapsed" in str(w.message) for w in caught)
-    return estimator, time.perf_counter() - start, collapsed
 
 
 def markdown(report):
@@ -166,7 +155,7 @@ def main(argv=None):
         for method in args.methods:
             for setting in method_settings(method):
                 for seed in range(args.check_seeds):
-                    estimator, seconds, collapsed = fit(model(method, setting, seed), X, y)
+                    estimator, seconds, collapsed = fit_noting_collapse(model(method, setting, seed), X, y)
                     report["rows"].append({"set": "check", "split": 0, "seed": seed, "method": method,
                                            "setting": setting, "train_r2": float(estimator.score(X, y)),
                                            "fit_seconds": seconds, "collapsed": collapsed, "loadavg": loadavg()})
@@ -175,7 +164,7 @@ def main(argv=None):
         for name, split, X_train, X_test, y_train, y_test in benchmark_sets(args, report["skipped"]):
             for method in args.methods:
                 for setting in method_settings(method):
-                    estimator, seconds, collapsed = fit(model(method, setting), X_train, y_train)
+                    estimator, seconds, collapsed = fit_noting_collapse(model(method, setting), X_train, y_train)
                     row = {"set": name, "split": split, "method": method, "setting": setting,
                            **scores(estimator, X_test, y_test, seconds), "collapsed": collapsed,
                            "loadavg": loadavg()}

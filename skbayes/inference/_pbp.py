@@ -107,15 +107,13 @@ class PBP(InferenceMethod):
                 f"PBP propagates moments through ReLU units only; got "
                 f"activation={settings.activation!r}. Use activation='relu' or another inference method."
             )
-        network = PBPNetwork(
+        return PBPNetwork(
             n_features, settings.hidden_layer_sizes, n_outputs, generator=generator, device=device, dtype=dtype
         )
-        network.predictive = self.predictive
-        return network
 
     def prepare(self, module, X, Y, settings, context):
         network, likelihood = module["network"], module["likelihood"]
-        network.predictive = self.predictive  # also for a warm start with another setting
+        network.predictive = self.predictive  # every fit (a warm start too) predicts as the method says
         learn_noise = settings.learn_noise
         # One step of the training loop is one ADF pass over the shuffled
         # rows (PBPOptimizer.adf_pass), which includes them one after another

@@ -466,9 +466,10 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         with torch.no_grad():
             if finite and all_members:
                 return network.member_parameters(), None
-            nodes = network.quadrature_parameters(n_draws) if hasattr(network, "quadrature_parameters") else None
-            if nodes is not None and all_members:
-                return nodes, None
+            if all_members and hasattr(network, "quadrature_parameters"):
+                nodes = network.quadrature_parameters(n_draws)
+                if nodes is not None:
+                    return nodes, None
             # A CPU generator: the same draws on every device, so that a model
             # fitted on a GPU predicts the same after loading on a CPU.
             generator = self._generator(seed)
@@ -490,9 +491,8 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         network = self.module_["network"]
         if parameters is None:
             parameters, _ = self._draw_parameters(n_draws, seed)
-        if hasattr(network, "prediction_row_size"):
-            row_size = network.prediction_row_size(parameters)
-        else:
+        row_size = network.prediction_row_size(parameters) if hasattr(network, "prediction_row_size") else None
+        if row_size is None:  # weight draws of an MLP
             n_drawn = parameters[0][0].shape[0]
             width = max(max(layer.in_features, layer.out_features) for layer in network.layers)
             row_size = 2 * n_drawn * width  # the layer's input and output are held at once

@@ -404,11 +404,14 @@ class PBPNetwork(BayesianLayerStack):
         return super().forward_with(x, parameters)
 
     def prediction_row_size(self, parameters):
-        """Numbers held per row at prediction (bounds the rows per block)."""
+        """Numbers held per row at prediction under Gaussian output draws (bounds the rows per block).
+
+        None for weight draws: the estimators' rule for the MLPs applies.
+        """
+        if not isinstance(parameters, GaussianOutputDraws):
+            return None
         width = max(max(layer.in_features, layer.out_features) for layer in self.layers)
-        if isinstance(parameters, GaussianOutputDraws):
-            return 4 * width + 2 * parameters.xi.shape[0] * self.layers[-1].out_features
-        return 2 * parameters[0][0].shape[0] * width
+        return 4 * width + 2 * parameters.xi.shape[0] * self.layers[-1].out_features
 
     def log_z(self, x, y, noise_var=None):
         r"""log Z of each row, differentiable in the layers' means and variances.
