@@ -95,9 +95,10 @@ class BayesByHypernet(InferenceMethod):
         2021, eq. 3.6 with the sign of its constant fixed,
         :func:`skbayes.nn.knn_kl`). With 5 + 5 draws in many dimensions its
         expectation keeps falling as q widens past the prior (to -d/2 log 2
-        per slice): on MNIST's 785-input slices the generators learn to
-        spread the weights and the fit ends at chance level (doc page
-        "Implicit posteriors"). It suits slices of a few inputs only.
+        per slice): on MNIST's 785-input slices the generators learned to
+        spread the weights and the fit ended at chance level (measured with
+        the generators' earlier initialisation; doc page "Implicit
+        posteriors"). It suits slices of a few inputs only.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale``; Adam's settings and the stopping rule are its own.

@@ -229,6 +229,11 @@ def gaussian_prior_kl_from_draws(draws, prior_scale, intrinsic_dim=None):
     -------
     kl : torch.Tensor of shape (...)
         In nats; differentiable in ``draws``.
+
+    Raises
+    ------
+    ValueError
+        If n < 2 or ``intrinsic_dim`` is not in [1, d] (:func:`knn_entropy`).
     """
     k = draws.shape[-1] if intrinsic_dim is None else int(intrinsic_dim)
     cross_entropy = draws.square().sum(-1).mean(-1) / (2.0 * prior_scale**2) + 0.5 * k * math.log(
