@@ -239,7 +239,7 @@ class InferenceMethod(BaseEstimator):
             module it cannot make Bayesian.
         """
         raise ValueError(
-            f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI, "
+            f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI, MNF, "
             "DeepEnsemble or SGHMC."
         )
 

@@ -9,7 +9,8 @@ import torch
 
 from .._param_validation import Interval, StrOptions
 from ..nn import MNFMLP
-from ._base import InferenceMethod
+from ..nn.networks.module import BayesianModuleNetwork, to_mnf
+from ._base import InferenceMethod, module_seeds
 from ._loop import (
     ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
     same_prior_scaling,
@@ -41,6 +42,15 @@ class MNF(InferenceMethod):
     reparameterisation of the pre-activations given z (Algorithm 1;
     Killingberg 2021, Algorithm 5) and the KL bound averaged over the z
     drawn for the minibatch; prediction draws z and then W.
+
+    A torch module (``module=`` of :class:`~skbayes.BayesianMLPClassifier`,
+    ...) has its :class:`torch.nn.Linear` layers swapped for
+    :class:`~skbayes.nn.MNFLinear` and its :class:`torch.nn.Conv2d` layers
+    for :class:`~skbayes.nn.MNFConv2d`, one z per feature map (Louizos &
+    Welling 2017, section 3; a training pass draws one kernel per image,
+    by Flipout), their means starting at the module's initial weights
+    (:func:`skbayes.nn.networks.module.to_mnf`); other layers with
+    parameters are refused.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale`` (the N(0, prior_scale^2) prior, or N(0, prior_scale^2 / fan_in) per layer under
@@ -142,9 +152,26 @@ class MNF(InferenceMethod):
         )
         return network.to(device)
 
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        (seed,) = module_seeds(generator, 1)
+        module = to_mnf(
+            settings.module(seed, n_features, n_outputs, device, dtype),
+            prior_scale=settings.prior_scale,
+            posterior_init_scale=self.posterior_init_scale,
+            prior_scaling=self.prior_scaling,
+            **self._flow_settings(),
+        )
+        network = BayesianModuleNetwork(
+            module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale
+        )
+        network.flow_settings = self._flow_settings()
+        return network
+
     def can_warm_start(self, module):
         network = module["network"]
-        return getattr(network, "flow_settings", None) == self._flow_settings() and same_prior_scaling(self, network)
+        return getattr(network, "flow_settings", None) == self._flow_settings() and (
+            isinstance(network, BayesianModuleNetwork) or same_prior_scaling(self, network)
+        )
 
     def prepare(self, module, X, Y, settings, context):
         # the shared negative-ELBO loop: network.kl() after network(x) is the bound over that pass's z

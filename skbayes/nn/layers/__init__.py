@@ -23,7 +23,7 @@ Weights are stored as (in_features, out_features) so that ``x @ W`` maps rows.
 * :mod:`.dropout`: :class:`DropoutLinear`, MC dropout and its KL-condition
   penalty, and :class:`MCDropoutLayer`, dropout kept on at prediction inside
   any torch module.
-* :mod:`.mnf`: :class:`MNFLinear`, multiplicative normalising flows
+* :mod:`.mnf`: :class:`MNFLinear` and :class:`MNFConv2d`, multiplicative normalising flows
   (Louizos & Welling 2017); its ``kl()`` is a Monte-Carlo estimate of the
   auxiliary bound, over the z drawn by the last training ``forward``.
 * :mod:`.pbp`: :class:`PBPLinear`, the moment-storing layer of probabilistic
@@ -51,7 +51,7 @@ from .conv import MeanFieldConv2d
 from .dropout import DropoutLinear, MCDropoutLayer
 from .implicit import ImplicitLinear, parameters_from_slices
 from .mean_field import MeanFieldLinear, gaussian_weight_draws, local_reparameterization
-from .mnf import MNFLinear
+from .mnf import MNFConv2d, MNFLinear
 from .noise import StochasticLayer, noise_context
 from .pbp import PBPLinear
 from .recurrent import EmbeddingDropout, VariationalGRU, VariationalLSTM
@@ -63,6 +63,7 @@ __all__ = [
     "EmbeddingDropout",
     "ImplicitLinear",
     "MCDropoutLayer",
+    "MNFConv2d",
     "MNFLinear",
     "MeanFieldConv2d",
     "MeanFieldLinear",

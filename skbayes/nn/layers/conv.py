@@ -134,7 +134,7 @@ class MeanFieldConv2d(StochasticLayer):
             self.register_parameter("bias_rho", None)
 
     @classmethod
-    def from_module(cls, conv, *, prior_scale=1.0, posterior_init_scale=1e-3):
+    def from_module(cls, conv, *, prior_scale=1.0, posterior_init_scale=1e-3, **kwargs):
         """A layer whose posterior means are the weights and bias of a :class:`torch.nn.Conv2d`.
 
         Parameters
@@ -142,6 +142,8 @@ class MeanFieldConv2d(StochasticLayer):
         conv : torch.nn.Conv2d
         prior_scale, posterior_init_scale : float
             As in the constructor.
+        **kwargs
+            Further keyword arguments of a subclass's constructor.
 
         Returns
         -------
@@ -166,7 +168,7 @@ class MeanFieldConv2d(StochasticLayer):
         layer = cls(
             conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
             conv.groups, conv.bias is not None, prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
-            device=conv.weight.device, dtype=conv.weight.dtype,
+            device=conv.weight.device, dtype=conv.weight.dtype, **kwargs,
             generator=torch.Generator(),  # the initial values are overwritten: leave the global generator alone
         )
         with torch.no_grad():
@@ -188,13 +190,25 @@ class MeanFieldConv2d(StochasticLayer):
     def _conv(self, x, weight, bias):
         return F.conv2d(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
+    def _channel_scale(self, n, like, generator):
+        """Multipliers of the output channels' mean kernels, (n, out_channels) for n rows, or None (all 1).
+
+        Called once per pass, before any other draw (``n`` is 1 in the
+        ``"shared"`` and ``"mean"`` modes). Mean-field kernels have none;
+        :class:`~skbayes.nn.MNFConv2d` returns its multiplicative noise z.
+        """
+        return None
+
     def forward(self, x):
         """Convolve ``x`` (n, in_channels, H, W) as set by ``noise_mode`` (see the class docstring)."""
         generator = self.noise_generator
+        batched = x if x.dim() == 4 else x.unsqueeze(0)
+        n = batched.shape[0] if self.noise_mode == "sample" else 1
+        scale = self._channel_scale(n, batched, generator)
         if self.noise_mode == "sample":
-            batched = x if x.dim() == 4 else x.unsqueeze(0)
-            n = batched.shape[0]
             mean = self._conv(batched, self.weight_mu, None)
+            if scale is not None:
+                mean = mean * scale[:, :, None, None]
             delta = self.weight_sigma * standard_normal(self.weight_mu.shape, self.weight_mu, generator)
             signs_in = random_signs((n, self.in_channels, 1, 1), batched, generator)
             signs_out = random_signs((n, self.out_channels, 1, 1), batched, generator)
@@ -203,14 +217,13 @@ class MeanFieldConv2d(StochasticLayer):
                 eps = standard_normal((n, self.out_channels), batched, generator)
                 out = out + (self.bias_mu + self.bias_sigma * eps)[:, :, None, None]
             return out if x.dim() == 4 else out.squeeze(0)
+        weight = self.weight_mu if scale is None else self.weight_mu * scale[0, :, None, None, None]
+        bias = self.bias_mu
         if self.noise_mode == "shared":
-            eps = standard_normal(self.weight_mu.shape, self.weight_mu, generator)
-            weight = self.weight_mu + self.weight_sigma * eps
-            bias = self.bias_mu
+            weight = weight + self.weight_sigma * standard_normal(self.weight_mu.shape, self.weight_mu, generator)
             if bias is not None:
                 bias = bias + self.bias_sigma * standard_normal(bias.shape, bias, generator)
-            return self._conv(x, weight, bias)
-        return self._conv(x, self.weight_mu, self.bias_mu)
+        return self._conv(x, weight, bias)
 
     def kl(self):
         """Closed-form KL(q || N(0, prior_scale^2)) of kernels and biases, a scalar in nats (:func:`gaussian_kl`)."""

@@ -11,6 +11,8 @@ it Bayesian where that is well defined:
 * :func:`to_mean_field` swaps every :class:`torch.nn.Linear` and
   :class:`torch.nn.Conv2d` for a factorised-Gaussian layer (Bayes by
   Backprop with local reparameterisation, Kingma et al. 2015);
+* :func:`to_mnf` swaps them for multiplicative normalising flow layers
+  (Louizos & Welling 2017);
 * :class:`StackedModuleNetwork` holds M copies of any module as stacked
   tensors (deep ensembles, kept SGHMC samples) and evaluates them with
   :func:`torch.func.vmap`.
@@ -25,6 +27,7 @@ module, which returns (n, n_outputs).
 """
 
 import copy
+import functools
 import inspect
 import math
 import warnings
@@ -33,7 +36,9 @@ import torch
 from torch import nn
 
 from ..functional import dropout_weight_decay, layer_prior_scale
-from ..layers import EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, VariationalGRU, VariationalLSTM
+from ..layers import (
+    EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, MNFConv2d, MNFLinear, VariationalGRU, VariationalLSTM,
+)
 from ..layers.dropout import MCDropoutLayer
 from ..layers.noise import StochasticLayer, noise_context
 
@@ -45,6 +50,7 @@ __all__ = [
     "probe_widths",
     "to_mc_dropout",
     "to_mean_field",
+    "to_mnf",
 ]
 
 def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="module"):
@@ -229,12 +235,13 @@ def _unsupported(module, handled, method):
         )
 
 
-class _MeanFieldLinearLayer(StochasticLayer):
-    """A :class:`~skbayes.nn.MeanFieldLinear` inside a module, driven by the noise protocol.
+class _VariationalLinearLayer(StochasticLayer):
+    """A variational linear layer (:class:`~skbayes.nn.MeanFieldLinear`, :class:`~skbayes.nn.MNFLinear`) inside a module.
 
-    ``"sample"``: local reparameterisation per row; ``"shared"``: one weight
-    draw for all rows; ``"mean"``: the posterior means. Inputs (..., in) as
-    :class:`torch.nn.Linear`.
+    Driven by the noise protocol: ``"sample"``: the layer's training pass
+    (local reparameterisation per row); ``"shared"``: one weight draw
+    (``sample_parameters``) for all rows; ``"mean"``: the layer without
+    noise. Inputs (..., in) as :class:`torch.nn.Linear`.
     """
 
     def __init__(self, layer):
@@ -243,13 +250,16 @@ class _MeanFieldLinearLayer(StochasticLayer):
         self.in_features, self.out_features = layer.in_features, layer.out_features
 
     @classmethod
-    def from_module(cls, linear, *, prior_scale=1.0, posterior_init_scale=1e-3):
-        """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned)."""
+    def from_module(cls, linear, *, layer_cls=MeanFieldLinear, prior_scale=1.0, posterior_init_scale=1e-3, **kwargs):
+        """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned).
+
+        ``kwargs`` go to ``layer_cls`` (e.g. the flow settings of :class:`~skbayes.nn.MNFLinear`).
+        """
         factory = {"device": linear.weight.device, "dtype": linear.weight.dtype}
         # the layer's random initial means are overwritten; its own generator leaves the global one alone
-        layer = MeanFieldLinear(
+        layer = layer_cls(
             linear.in_features, linear.out_features, prior_scale=prior_scale,
-            posterior_init_scale=posterior_init_scale, generator=torch.Generator(), **factory,
+            posterior_init_scale=posterior_init_scale, generator=torch.Generator(), **kwargs, **factory,
         )
         with torch.no_grad():
             layer.mu[:-1].copy_(linear.weight.T)
@@ -262,8 +272,34 @@ class _MeanFieldLinearLayer(StochasticLayer):
             return torch.matmul(x, weight[0]) + bias[0, 0]
         return self.layer(x, self.noise_generator, sample=self.noise_mode == "sample")
 
-    def kl(self):
-        return self.layer.kl()
+    @property
+    def monte_carlo_kl(self):
+        """Whether the layer's ``kl`` is a Monte-Carlo estimate taking ``generator`` and ``n_draws`` (MNF)."""
+        return getattr(self.layer, "monte_carlo_kl", False)
+
+    def kl(self, *args, **kwargs):
+        """The layer's ``kl`` (MNF's Monte-Carlo bound takes ``generator`` and ``n_draws``)."""
+        return self.layer.kl(*args, **kwargs)
+
+
+def _to_variational(module, conversions, method, *, prior_scale, posterior_init_scale, prior_scaling, **kwargs):
+    """Swap the Linear and Conv2d layers of ``module`` by ``conversions`` (torch class -> from_module), in place."""
+
+    def replace(child):
+        for torch_cls, convert in conversions.items():
+            if type(child) is torch_cls:
+                fan_in = nn.init._calculate_fan_in_and_fan_out(child.weight)[0]
+                scale = layer_prior_scale(prior_scale, fan_in, prior_scaling)
+                return convert(child, prior_scale=scale, posterior_init_scale=posterior_init_scale, **kwargs)
+        return None
+
+    _refuse_tied_parameters(module, tuple(conversions), method)
+    if type(module) in conversions:
+        module = replace(module)
+    else:
+        _replace_children(module, replace)
+    _unsupported(module, " and ".join(f"torch.nn.{cls.__name__}" for cls in conversions), method)
+    return module
 
 
 def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None):
@@ -297,23 +333,48 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_s
         Conv2d (LSTM, embeddings, normalisation layers, ...): mean-field VI
         has no form for them here.
     """
-    conversions = {nn.Linear: _MeanFieldLinearLayer.from_module, nn.Conv2d: MeanFieldConv2d.from_module}
+    conversions = {nn.Linear: _VariationalLinearLayer.from_module, nn.Conv2d: MeanFieldConv2d.from_module}
+    return _to_variational(
+        module, conversions, "MeanFieldVI", prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
+        prior_scaling=prior_scaling,
+    )
 
-    def replace(child):
-        for torch_cls, convert in conversions.items():
-            if type(child) is torch_cls:
-                fan_in = nn.init._calculate_fan_in_and_fan_out(child.weight)[0]
-                scale = layer_prior_scale(prior_scale, fan_in, prior_scaling)
-                return convert(child, prior_scale=scale, posterior_init_scale=posterior_init_scale)
-        return None
 
-    _refuse_tied_parameters(module, tuple(conversions), "MeanFieldVI")
-    if type(module) in conversions:
-        module = replace(module)
-    else:
-        _replace_children(module, replace)
-    _unsupported(module, " and ".join(f"torch.nn.{cls.__name__}" for cls in conversions), "MeanFieldVI")
-    return module
+def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None, **flow_settings):
+    """Swap a module's Linear and Conv2d layers for multiplicative normalising flow layers, in place.
+
+    Each :class:`torch.nn.Linear` becomes a :class:`~skbayes.nn.MNFLinear`
+    (one multiplicative variable per input unit) and each
+    :class:`torch.nn.Conv2d` a :class:`~skbayes.nn.MNFConv2d` (one per
+    feature map), Louizos & Welling 2017; the means start at the layer's
+    initial weights, the priors as in :func:`to_mean_field`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    prior_scale, posterior_init_scale : float
+    prior_scaling : {"fan_in"} or None, default=None
+    **flow_settings
+        ``flow``, ``n_flows``, ``n_flows_reverse``, ``hidden_size`` of the layers.
+
+    Returns
+    -------
+    module : torch.nn.Module
+        The same object, converted.
+
+    Raises
+    ------
+    ValueError
+        If the module has layers with parameters other than Linear and Conv2d.
+    """
+    conversions = {
+        nn.Linear: functools.partial(_VariationalLinearLayer.from_module, layer_cls=MNFLinear),
+        nn.Conv2d: MNFConv2d.from_module,
+    }
+    return _to_variational(
+        module, conversions, "MNF", prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
+        prior_scaling=prior_scaling, **flow_settings,
+    )
 
 
 #: Where :func:`to_mc_dropout` puts dropout.
@@ -548,9 +609,23 @@ class BayesianModuleNetwork(nn.Module):
         with noise_context(self.module, "sample" if sample else "mean", generator):
             return self._module_pass(x)
 
-    def kl(self):
-        """KL(q || p) of the stochastic layers plus the weight decay of the other parameters (nats)."""
-        total = sum(m.kl() for m in self.module.modules() if isinstance(m, StochasticLayer))
+    def kl(self, generator=None, n_draws=None):
+        """KL(q || p) of the stochastic layers plus the weight decay of the other parameters (nats).
+
+        Parameters
+        ----------
+        generator : torch.Generator, optional
+        n_draws : int, optional
+            Layers whose KL is a Monte-Carlo estimate (``monte_carlo_kl``:
+            the MNF layers) estimate it from ``n_draws`` new draws from
+            ``generator``; None: from the draws of the last training pass.
+        """
+        options = {} if n_draws is None else {"generator": generator, "n_draws": n_draws}
+        total = sum(
+            m.kl(**options) if getattr(m, "monte_carlo_kl", False) else m.kl()
+            for m in self.module.modules()
+            if isinstance(m, StochasticLayer)
+        )
         parameters = dict(self.module.named_parameters())
         return total + sum(
             dropout_weight_decay(parameters[name], self.prior_scale, rate) for name, rate in self.decay.items()
