@@ -14,7 +14,9 @@ from ..base import hidden_layer_sizes
 from ..nn import OptimizerChain, kl_warmup_weight, negative_elbo
 from ._base import InferenceMethod, Training, adam
 from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
-from ._hypernet import _NON_NEGATIVE, _POSITIVE, _WIDTHS, N_DIAGNOSTIC_DRAWS, implicit_mlp, same_generators
+from ._hypernet import (
+    _NON_NEGATIVE, _POSITIVE, _WIDTHS, N_DIAGNOSTIC_DRAWS, implicit_mlp, implicit_module_network, same_generators,
+)
 
 __all__ = ["BayesByGAN", "MLEThenKLWarmup", "discriminator_widths"]
 
@@ -219,16 +221,24 @@ class BayesByGAN(InferenceMethod):
         self.tol = tol
         self.n_mc_predict = n_mc_predict
 
+    def _layer_discriminator_sizes(self, in_features, out_features):
+        """Hidden widths of the discriminator of a layer with ``in_features`` inputs and ``out_features`` outputs."""
+        if isinstance(self.discriminator_hidden_sizes, str):
+            return discriminator_widths(in_features, out_features)
+        return tuple(hidden_layer_sizes(self.discriminator_hidden_sizes, "a linear discriminator"))
+
     def _discriminator_sizes(self, n_features, n_outputs, settings):
         sizes = [n_features, *settings.hidden_layer_sizes, n_outputs]
-        if isinstance(self.discriminator_hidden_sizes, str):
-            return [discriminator_widths(n_in, n_out) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
-        hidden = tuple(hidden_layer_sizes(self.discriminator_hidden_sizes, "a linear discriminator"))
-        return [hidden] * (len(sizes) - 1)
+        return [self._layer_discriminator_sizes(n_in, n_out) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         discriminators = self._discriminator_sizes(n_features, n_outputs, settings)
         return implicit_mlp(self, n_features, n_outputs, settings, factory, discriminators)
+
+    def build_module_network(self, n_features, n_outputs, settings, **factory):
+        return implicit_module_network(
+            self, n_features, n_outputs, settings, **factory, discriminator_sizes=self._layer_discriminator_sizes
+        )
 
     def can_warm_start(self, module):
         network = module["network"]
@@ -279,7 +289,7 @@ class BayesByGAN(InferenceMethod):
                 "kl_checked_knn": float(sum(by_neighbours[i] for i in checked)),
             }
 
-        generator_parameters = [*network.layers.parameters(), *likelihood.parameters()]
+        generator_parameters = [p for layer in network.layers for p in layer.parameters()] + list(likelihood.parameters())
         return Training(
             loss_fn,
             OptimizerChain(adam(generator_parameters, self), discriminator_optimizer),

@@ -11,7 +11,8 @@ from .._param_validation import Interval, StrOptions
 from .._training import KLWarmup
 from ..base import hidden_layer_sizes
 from ..nn import ImplicitMLP, negative_elbo
-from ._base import InferenceMethod, Training, adam
+from ..nn.networks.implicit import ImplicitModuleNetwork, implicit_layers, to_implicit
+from ._base import InferenceMethod, Training, adam, module_seeds
 from ._loop import (
     ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, PRIOR_SCALING_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc,
     same_prior_scaling,
@@ -45,9 +46,32 @@ def implicit_mlp(method, n_features, n_outputs, settings, factory, discriminator
     return network.to(factory["device"])
 
 
+def implicit_module_network(method, n_features, n_outputs, settings, *, generator, device, dtype, discriminator_sizes=None):
+    """The :class:`~skbayes.nn.networks.ImplicitModuleNetwork` of the estimator's module under ``method``.
+
+    ``discriminator_sizes(n_in, n_out)``: the hidden widths of a layer's
+    discriminator (Bayes by GAN), or None for none.
+    """
+    (seed,) = module_seeds(generator, 1)
+    module = to_implicit(
+        settings.module(seed, n_features, n_outputs, device, dtype),
+        noise_dim=method.noise_dim,
+        hidden_sizes=tuple(hidden_layer_sizes(method.generator_hidden_sizes, "a linear generator")),
+        generator=generator,
+    )
+    discriminators = None
+    if discriminator_sizes is not None:
+        discriminators = [discriminator_sizes(layer.in_features, layer.out_features) for layer in implicit_layers(module)]
+    return ImplicitModuleNetwork(
+        module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale,
+        prior_scaling=getattr(method, "prior_scaling", None), discriminator_hidden_sizes=discriminators,
+        generator=generator,
+    )
+
+
 def same_generators(method, network):
     """Whether ``network`` has the generators ``method`` would build (for a warm start)."""
-    if not isinstance(network, ImplicitMLP):
+    if not isinstance(network, (ImplicitMLP, ImplicitModuleNetwork)):
         return False
     hidden = tuple(hidden_layer_sizes(method.generator_hidden_sizes, "a linear generator"))
     first = network.layers[0]
@@ -187,6 +211,9 @@ class BayesByHypernet(InferenceMethod):
 
     def build_network(self, n_features, n_outputs, settings, **factory):
         return implicit_mlp(self, n_features, n_outputs, settings, factory)
+
+    def build_module_network(self, n_features, n_outputs, settings, **factory):
+        return implicit_module_network(self, n_features, n_outputs, settings, **factory)
 
     def can_warm_start(self, module):
         return same_generators(self, module["network"])

@@ -12,7 +12,8 @@
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
 * :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
-  layers with their KL estimates, and :class:`SliceDiscriminator`.
+  layers with their KL estimates, :class:`ImplicitModuleNetwork`, the same
+  for any torch module, and :class:`SliceDiscriminator`.
 * :mod:`.vae`: :class:`VAEModule`, encoder, decoder and likelihood of a
   (conditional) variational autoencoder; :class:`ModuleEncoder` and
   :class:`ModuleDecoder`, any torch modules in their place;
@@ -21,7 +22,7 @@
   mean-field last layer (WHVI).
 """
 
-from .implicit import ImplicitMLP, SliceDiscriminator
+from .implicit import ImplicitMLP, ImplicitModuleNetwork, SliceDiscriminator
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
 from .module import BayesianModuleNetwork, StackedModuleNetwork
@@ -41,6 +42,7 @@ __all__ = [
     "ConvDecoder",
     "ConvEncoder",
     "ImplicitMLP",
+    "ImplicitModuleNetwork",
     "PBPNetwork",
     "RowMoments",
     "SliceDiscriminator",
