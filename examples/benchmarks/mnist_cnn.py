@@ -220,6 +220,11 @@ def models(args):
         "MNF": (MNF(), "multiplicative normalising flows: one z per input unit / feature map, 2 planar flows"),
         "BayesByHypernet": (BayesByHypernet(), "weights and kernels generated slice by slice, nearest-neighbour KL"),
         "BayesByGAN": (BayesByGAN(), "the same generators, the KL by one discriminator per layer"),
+        # diagnostic variants (not in the default run): Bayes by Hypernet with the KL weight near 0 throughout
+        # (a warm-up far longer than the run), and with 20 draws per step for the likelihood and the KL estimate
+        "BayesByHypernet-kl-off": (BayesByHypernet(kl_warmup_epochs=10**6),
+                                   "Bayes by Hypernet, KL weight below 2e-5 (kl_warmup_epochs=10**6)"),
+        "BayesByHypernet-20-draws": (BayesByHypernet(n_mc_train=20), "Bayes by Hypernet, n_mc_train=20"),
     }
     return out
 
@@ -323,6 +328,11 @@ def markdown(report):
     if recorded:
         lines += ["", "Warnings of the fit (recorded for " + ", ".join(recorded) + "): "
                   + ("; ".join(f"{name}: " + " / ".join(w) for name, w in warned.items()) if warned else "none") + "."]
+    diagnosed = {name: r["diagnostics"] for name, r in report["methods"].items() if r.get("diagnostics")}
+    if diagnosed:
+        lines += ["", "Fit diagnostics (`inference_diagnostics_`; KL estimates in nats over the whole network): "
+                  + "; ".join(f"{name}: " + ", ".join(f"{k} {v:.4g}" for k, v in d.items())
+                              for name, d in diagnosed.items()) + "."]
     lines += table_5_2(report)
     lines += [
         "",
@@ -503,7 +513,7 @@ def main(argv=None):
     limit_threads(args.threads)
     if args.n_train is not None:
         X_train, y_train = X_train[: args.n_train], y_train[: args.n_train]
-    chosen = select_methods(models(args), args.methods)
+    chosen = select_methods(models(args), args.methods or list(MODEL_ORDER))
     env = environment()
     env["machine"] = machine(args.device)
     report = {
@@ -550,6 +560,8 @@ def main(argv=None):
             start = time.perf_counter()
             row = {"description": description, "inference": repr(inference), "epochs_run": int(model.n_iter_),
                    "final_loss": float(model.loss_curve_[-1]), "fit_time_s": fit_time, "fit_warnings": fit_warnings,
+                   "diagnostics": {k: float(v) for k, v in getattr(model, "inference_diagnostics_", {}).items()
+                                   if isinstance(v, (int, float))},
                    **evaluate(model, X_test, y_test, digit)}
             row["evaluate_time_s"] = time.perf_counter() - start
             report["methods"][name] = row
