@@ -124,8 +124,10 @@ def _public_estimators():
 
 
 def _module_methods():
-    """The inference methods that take a torch module (the others refuse one)."""
-    return [MeanFieldVI(), MCDropout(), DeepEnsemble(n_estimators=3)]
+    """The inference methods that take a torch module (the others refuse one), with their small settings."""
+    small = {type(method).__name__: method for method in _methods()}
+    return [MeanFieldVI(), MCDropout(), DeepEnsemble(n_estimators=3),
+            *(small[name] for name in ("MNF", "BayesByHypernet", "BayesByGAN"))]
 
 
 def _instances():

@@ -25,10 +25,14 @@ import torch
 
 from .._predictive import MixturePredictive
 from ..inference import GP_ALIASES, FitContext, SampledSparseGP
-from ..nn.gp.bayesian_sparse_gp import conditional, data_log_lik, mixture_moments, neg_log_posterior
+from ..nn.functional import gaussian_log_prob
+from ..nn.gp.bayesian_sparse_gp import (
+    conditional, data_log_lik, deep_conditional, deep_neg_log_posterior, mixture_moments, neg_log_posterior,
+)
 
 __all__ = ["check_sampling_method", "class_probability_draws", "is_sampled", "is_sampling", "joint",
-           "latent_marginals", "posterior_means", "sample_posterior", "streams"]
+           "latent_marginals", "noise_std_samples", "posterior_means", "sample_deep_posterior", "sample_posterior",
+           "streams"]
 
 # Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
 _N_RHAT_ROWS = 8
@@ -145,7 +149,6 @@ def sample_posterior(variational, method, X_t, y_t, priors, generator, batch_siz
     """
     n_samples = X_t.shape[0]
     chains = _chains(variational, X_t, y_t, method.n_members(), generator)
-    module = torch.nn.ModuleDict({"chains": chains})
     rhat_rows = slice(0, min(_N_RHAT_MEAN_ROWS, n_samples))
 
     def energy(chain, rows):
@@ -154,13 +157,27 @@ def sample_posterior(variational, method, X_t, y_t, priors, generator, batch_siz
     def trace(chain):
         gp, likelihood = chain["gp"], chain["likelihood"]
         log_lik = data_log_lik(gp, likelihood, X_t[rhat_rows], y_t[rhat_rows])
-        extra = [likelihood.noise_std[0].square().log().reshape(1)] if _gaussian(likelihood) else []
-        kernel = gp.kernel
-        return torch.cat([
-            log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
-            kernel.length_scale.log(), kernel.variance.log().reshape(1), *extra,
-        ])
+        return torch.cat([log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS], *_log_hyperparameters([gp], likelihood)])
 
+    return _run_chains(chains, "gp", method, energy, trace, n_samples, generator, batch_size, run_loop)
+
+
+def _log_hyperparameters(gps, likelihood):
+    """The log length-scales and signal variance of each GP, and the log noise variance of a Gaussian likelihood."""
+    extra = [likelihood.noise_std[0].square().log().reshape(1)] if _gaussian(likelihood) else []
+    return [t for gp in gps for t in (gp.kernel.length_scale.log(), gp.kernel.variance.log().reshape(1))] + extra
+
+
+def _run_chains(chains, key, method, energy, trace, n_samples, generator, batch_size, run_loop):
+    """Sample ``chains`` (a ModuleList of models with ``key`` and ``"likelihood"``) by ``method``'s GP hook.
+
+    ``trace(chain)`` returns the training log-likelihoods (their mean, then
+    up to ``_N_RHAT_ROWS`` rows) followed by the log hyperparameters; the
+    largest split R-hat of each part is reported. Returns the fitted module
+    (``key``, ``"likelihood"`` and ``"samples"``, holding the last kept
+    sample), the diagnostics and the loop's result.
+    """
+    module = torch.nn.ModuleDict({"chains": chains})
     context = FitContext(generator=generator, n_data=n_samples, batch_size=batch_size)
     training = method.prepare_gp(module, energy, n_samples, context, trace=trace)
     chains.train()
@@ -171,12 +188,63 @@ def sample_posterior(variational, method, X_t, y_t, priors, generator, batch_siz
     # first scalars of ``trace``) and the log hyperparameters (the rest).
     per_trace = diagnostics.pop("rhat_per_trace")
     n_log_lik = 1 + min(_N_RHAT_ROWS, n_samples)
-    for key, part in (("rhat_log_lik", per_trace[:n_log_lik]), ("rhat_hyperparameters", per_trace[n_log_lik:])):
-        diagnostics[key] = float(np.max(part)) if part.size else float("nan")
+    for name, part in (("rhat_log_lik", per_trace[:n_log_lik]), ("rhat_hyperparameters", per_trace[n_log_lik:])):
+        diagnostics[name] = float(np.max(part)) if part.size else float("nan")
     samples = module["samples"]
-    fitted = torch.nn.ModuleDict({"gp": chains[0]["gp"], "likelihood": chains[0]["likelihood"], "samples": samples})
+    fitted = torch.nn.ModuleDict({key: chains[0][key], "likelihood": chains[0]["likelihood"], "samples": samples})
     samples.load_(samples.n_samples - 1, fitted)
     return fitted, diagnostics, result
+
+
+def _deep_chains(first, n_chains, generator):
+    """One deep GP per chain, copies of the DSVI fit ``first``, each layer's v drawn from its fitted q(v)."""
+    chains = []
+    for c in range(n_chains):
+        chain = first if c == 0 else copy.deepcopy(first)
+        for gp in chain["dgp"].layers:
+            with torch.no_grad():
+                noise = torch.randn(gp.q_mean.shape, generator=generator, dtype=gp.q_mean.dtype,
+                                    device=gp.q_mean.device)
+                if gp.q_mean.ndim == 1:
+                    gp.q_mean.add_(gp.q_scale_tril @ noise)
+                else:  # (H, M, M) @ (H, M, 1)
+                    gp.q_mean.add_((gp.q_scale_tril @ noise[..., None])[..., 0])
+            gp.raw_q_scale_tril.requires_grad_(False)
+            if isinstance(gp.mean_constant, torch.nn.Parameter):
+                gp.mean_constant.requires_grad_(False)
+        chains.append(chain)
+    return torch.nn.ModuleList(chains)
+
+
+def sample_deep_posterior(variational, method, X_t, y_t, priors, generator, batch_size, run_loop):
+    """Sample every layer's (v, theta, Z) and the noise of a deep GP, starting from its DSVI fit.
+
+    The sampled deep GP of Rossi 2022, section 6.3.2 (eqs. 6.21-6.23): the
+    energy :func:`~skbayes.nn.gp.bayesian_sparse_gp.deep_neg_log_posterior`
+    with one propagated draw per row and step. Parameters and returns as
+    :func:`sample_posterior`, with ``"dgp"`` in place of ``"gp"``; the last
+    layer's constant mean is not sampled.
+    """
+    n_samples = X_t.shape[0]
+    chains = _deep_chains(variational, method.n_members(), generator)
+    rhat_rows = slice(0, min(_N_RHAT_MEAN_ROWS, n_samples))
+    # The trace propagates the same numbers for every kept sample (fixed draws, shared by the rows), so that
+    # its log-likelihoods vary with the sample only.
+    trace_noise = chains[0]["dgp"].draw_noise(4, 1, torch.Generator().manual_seed(0))
+
+    def energy(chain, rows):
+        dgp = chain["dgp"]
+        noise = dgp.draw_noise(1, len(rows), generator)
+        return deep_neg_log_posterior(dgp, chain["likelihood"], X_t[rows], y_t[rows], n_samples, priors, noise)
+
+    def trace(chain):
+        dgp, likelihood = chain["dgp"], chain["likelihood"]
+        mean, var = deep_conditional(dgp, X_t[rhat_rows], trace_noise)
+        log_lik = gaussian_log_prob(y_t[rhat_rows], mean, var + likelihood.noise_std[0] ** 2).mean(0)
+        return torch.cat([log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
+                          *_log_hyperparameters(dgp.layers, likelihood)])
+
+    return _run_chains(chains, "dgp", method, energy, trace, n_samples, generator, batch_size, run_loop)
 
 
 def _per_sample(module, name):
@@ -188,7 +256,7 @@ def _per_sample(module, name):
     return value[name].detach()[None].expand(samples.n_samples, *value[name].shape)
 
 
-def _noise_std_samples(module):
+def noise_std_samples(module):
     """The noise standard deviation of every kept sample, shape (n_samples_kept, ...), standardised units."""
     likelihood = module["likelihood"]
     return torch.nn.functional.softplus(_per_sample(module, "likelihood.raw_noise")) + likelihood._floor
@@ -213,7 +281,7 @@ def posterior_means(module):
         means["length_scale"] = length_scale.mean(0).cpu().numpy().copy()
         means["signal_std"] = float(variance.mean().sqrt())
         if _gaussian(module["likelihood"]):
-            means["noise_std"] = float(_noise_std_samples(module).square().mean().sqrt())
+            means["noise_std"] = float(noise_std_samples(module).square().mean().sqrt())
         means["inducing_points"] = module["gp"].inducing_points.cpu().numpy().copy()
     return means
 
@@ -357,7 +425,7 @@ def _over_mixtures(estimator, X, reduce):
     conditional of kept sample s and its noise (Rossi 2022, eqs. 6.9-6.10).
     """
     with torch.no_grad():
-        noise = _noise_std_samples(estimator.module_)
+        noise = noise_std_samples(estimator.module_)
     noise_var = noise.reshape(noise.shape[0], -1)[:, :1].double().cpu().numpy() ** 2  # (S, 1)
     scale = estimator._y_scale
 

@@ -7,6 +7,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from .._docstrings import fill_doc
@@ -18,11 +19,14 @@ from .._param_validation import (
     _fit_context,
     validate_method_params,
 )
-from ..inference import SparseVariational, resolve_gp_inference
+from ..inference import SampledSparseGP, SparseVariational, resolve_gp_inference
 from .._predictive import MixturePredictive
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
+from ..nn.gp import SparseGPPriors
+from ..nn.gp.bayesian_sparse_gp import deep_conditional
 from .._sklearn_kernels import from_sklearn_kernel
+from . import _bsgp
 from ._base import _AUTO_BATCH, auto_budget
 from ._base import KERNELS as _KERNELS
 from ._sparse_gp import SparseGPRegressor
@@ -106,7 +110,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         Number S of propagated draws (mixture components) at prediction
         ([Salimbeni2017]_ use 100). Ignored with one layer, whose
         predictive is a single Gaussian.
-    inference : "variational" or SparseVariational, default="variational"
+    inference : {"variational", "sghmc"}, SparseVariational or SampledSparseGP, default="variational"
         The doubly stochastic variational inference of [Salimbeni2017]_:
         ``"variational"`` is :class:`skbayes.inference.SparseVariational` at
         its defaults, which holds the propagated draws per row and step
@@ -119,6 +123,18 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         ``"adam"``, both Adam here (the deep GP has no FITC, collapsed or
         natural-gradient form): other values make
         ``fit`` raise a ValueError. The clone used is ``inference_``.
+        ``"sghmc"`` or ``SampledSparseGP(SGHMC(...), start=...)`` samples the
+        posterior instead, the sampled deep GP of [Rossi2022]_ (section
+        6.3.2, eqs. 6.21-6.23): after the DSVI fit of ``start``, every
+        layer's whitened inducing values, kernel hyperparameters and (with
+        ``start``'s ``learn_inducing``) inducing inputs, and the noise, are
+        sampled jointly by SGHMC under the priors of the sampled sparse GP
+        (``inducing_prior``), the inner layers propagated by one draw per
+        row and step and the last layer's FITC conditional in closed form
+        (:func:`skbayes.nn.gp.bayesian_sparse_gp.deep_neg_log_posterior`).
+        Predictions are then the mixture over the kept samples, each with
+        ``ceil(n_mc_predict / n_kept)`` propagated draws; ``partial_fit`` is
+        not available.
     batch_size : int or "auto", default="auto"
         Minibatch size; ``"auto"`` is ``min(1024, n_samples)``.
     callbacks : list of skbayes._training.Callback or None, default=None
@@ -143,14 +159,21 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         Inducing points per layer, ``min(n_inducing, n_samples)``.
     hidden_layer_sizes_ : tuple of int
         Widths H_l of the inner layers, ``"auto"`` resolved (``()`` with one layer).
-    inference_ : SparseVariational
+    inference_ : SparseVariational or SampledSparseGP
         The inference object of the last fit (a clone of ``inference``, or
         the object an alias stands for).
+    inference_diagnostics_ : dict
+        Only after a sampled fit: the sampler's diagnostics, ``"rhat"`` (the
+        largest split R-hat of the training log-likelihoods and the log
+        hyperparameters of every layer), ``"rhat_log_lik"``,
+        ``"rhat_hyperparameters"`` and ``"n_kept_samples"``.
     inducing_points_ : list of ndarray
         The fitted Z of each layer, of shape (`n_inducing_`, input width of
-        the layer), the first in the units of X.
+        the layer), the first in the units of X (a sampled fit: their
+        posterior means).
     noise_std_ : float
-        Fitted observation noise standard deviation, in the units of y.
+        Fitted observation noise standard deviation, in the units of y (a
+        sampled fit: the root mean square over the kept samples).
     loss_curve_ : list of float
         Per-datum negative ELBO (nats, standardised units) of each epoch.
     %(n_iter_)s
@@ -223,7 +246,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         "prior_mean": [StrOptions({"constant", "zero"})],
         "normalize_y": ["boolean"],
         "n_mc_predict": [Interval(Integral, 1, None, closed="left")],
-        "inference": [StrOptions({"variational"}), SparseVariational],
+        "inference": [StrOptions({"variational", "sghmc"}), SparseVariational, SampledSparseGP],
         **{name: TRAINING_CONSTRAINTS[name]
            for name in ("batch_size", "callbacks", "random_state", "verbose", "device", "dtype")},
     }
@@ -302,7 +325,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         else:
             kernel = from_sklearn_kernel(self.kernel, **factory)
         gp = SVGP(kernel, n_inducing, n_inputs, n_latent=width, mean="zero",
-                  learn_inducing=self.inference_.learn_inducing, **factory)
+                  learn_inducing=self._variational().learn_inducing, **factory)
         with torch.no_grad():
             gp.inducing_points.copy_(z)
             eye = torch.eye(n_inducing, **factory).expand(width, n_inducing, n_inducing)
@@ -346,8 +369,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         return tuple(min(_MAX_AUTO_WIDTH, n_features) if size == "auto" else int(size) for size in sizes)
 
     def _loop_settings(self, steps_per_epoch=None):
-        """``max_iter``, ``tol`` and ``n_iter_no_change`` of ``inference_``."""
-        return self.inference_.loop_settings(steps_per_epoch)
+        """``max_iter``, ``tol`` and ``n_iter_no_change`` of the variational fit."""
+        return self._variational().loop_settings(steps_per_epoch)
 
     def _initialise(self, X, y):
         """Seeds, device, dtype, y scaling and the module; returns the standardised y."""
@@ -385,10 +408,19 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         ------
         ValueError
             On NaN/inf or wrongly shaped input, y with several columns, a
-            diverging loss or a failed Cholesky.
+            diverging loss or a failed Cholesky; with a ``SampledSparseGP``,
+            for a kernel object (the priors are set on a string kernel's
+            hyperparameters) or a sampler with no Gaussian-process form.
+
+        Warns
+        -----
+        ConvergenceWarning
+            If the DSVI fit does not meet its stopping rule in ``max_iter``
+            epochs; with a ``SampledSparseGP``, if the chains have not mixed
+            (``inference_diagnostics_["rhat"]`` above 1.1).
         """
         X, y = self._validate_training_data(X, y, reset=True)
-        self._resolve_inference()
+        method = _bsgp.check_sampling_method(self) if _bsgp.is_sampling(self._resolve_inference()) else None
         y = self._initialise(X, y)
         n_samples = X.shape[0]
         X_t, y_t = self._to_tensor(X), self._to_tensor(y)
@@ -397,10 +429,31 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         if not self.hidden_layer_sizes_:  # the exact maximiser over q(u), as SparseGPRegressor
             with torch.no_grad():
                 dgp.layers[0].set_optimal_q_(X_t, y_t, likelihood.noise_std[0] ** 2)
+        if method is not None:  # the chains start from this DSVI fit
+            return self._sample_posterior(method, X_t, y_t)
+        self.__dict__.pop("inference_diagnostics_", None)
         self._store_training_result(result, n_seen=n_samples)
         self._set_fitted_attributes()
         return self
 
+    def _sample_posterior(self, method, X_t, y_t):
+        """Sample every layer's (v, theta, Z) and the noise from the DSVI fit in ``module_`` (Rossi 2022, section 6.3.2)."""
+        n_samples = X_t.shape[0]
+        self._optimizer = None
+        noise_seed = self._seeds(np.random.RandomState(self._shuffle_seed + 1), 1)[0]
+
+        def run_loop(loss_fn, optimizer, **loop):
+            return self._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=self._shuffle_seed, **loop)
+
+        self.module_, self.inference_diagnostics_, result = _bsgp.sample_deep_posterior(
+            self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
+            self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
+        )
+        self._store_training_result(result, n_seen=n_samples)
+        self._set_fitted_attributes()
+        return self
+
+    @available_if(_bsgp.streams)
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y):
         """Update the model with one pass over a batch of rows (streaming).
@@ -454,10 +507,16 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     def _resolve_inference(self):
         self.inference_ = resolve_gp_inference(self.inference)
-        self.inference_.check_supported(type(self).__name__, objectives=("vfe",), optimizers=("adam",))
+        self._variational().check_supported(type(self).__name__, objectives=("vfe",), optimizers=("adam",))
+        return self.inference_
+
+    def _variational(self):
+        """The :class:`~skbayes.inference.SparseVariational` of this fit (a sampled fit's start)."""
+        method = self.inference_
+        return method.variational() if isinstance(method, SampledSparseGP) else method
 
     def _make_optimizer(self):
-        return self.inference_.make_optimizer(self.module_.parameters())
+        return self._variational().make_optimizer(self.module_.parameters())
 
     def _train(self, X_t, y_t, n_data, shuffle_seed, noise_seed, **overrides):
         """Run the shared loop over the rows of (X_t, y_t) with the objective's N = n_data.
@@ -467,7 +526,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         dgp, likelihood = self.module_["dgp"], self.module_["likelihood"]
         generator = self._generator(noise_seed, self.device_)
-        n_draws = self.inference_.n_draws(_TRAINING_DRAWS)
+        n_draws = self._variational().n_draws(_TRAINING_DRAWS)
         return self._fit_loop(
             lambda idx: dgp.loss(X_t[idx], y_t[idx], likelihood, n_data, n_draws, generator),
             self._stored_optimizer(),
@@ -478,43 +537,91 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     def _set_fitted_attributes(self):
         """``inducing_points_`` (one array per layer) and ``noise_std_`` (in the units of y)."""
+        if _bsgp.is_sampled(self):
+            # posterior means over the kept samples; the noise as the root mean square, so that the predictive
+            # variance is the epistemic plus this aleatoric variance
+            samples, layers = self.module_["samples"], self.module_["dgp"].layers
+            self.inducing_points_ = [
+                samples.stacked(f"dgp.layers.{i}.inducing_points").mean(0).cpu().numpy()
+                if f"dgp.layers.{i}.inducing_points" in samples.names else gp.inducing_points.detach().cpu().numpy().copy()
+                for i, gp in enumerate(layers)
+            ]
+            self.noise_std_ = float(self._sample_noise_var().mean().sqrt()) * self._y_scale
+            return
         with torch.no_grad():
             self.inducing_points_ = [gp.inducing_points.cpu().numpy().copy() for gp in self.module_["dgp"].layers]
             self.noise_std_ = float(self.module_["likelihood"].noise_std[0]) * self._y_scale
+
+    def _sample_noise_var(self):
+        """The noise variance of every kept sample, shape (n_kept,), standardised units."""
+        return _bsgp.noise_std_samples(self.module_).reshape(-1).square()
 
     # --------------------------------------------------------------- prediction
     def _auto_budget(self):
         return auto_budget()
 
     def _n_components(self):
+        if _bsgp.is_sampled(self):  # the same number of draws from every kept sample
+            n_kept = self.module_["samples"].n_samples
+            per_sample = -(-self.n_mc_predict // n_kept) if self.hidden_layer_sizes_ else 1
+            return n_kept * per_sample
         return self.n_mc_predict if self.hidden_layer_sizes_ else 1
 
     def _mixture(self, X, reduce, n_draws=None, seed=None):
         """``reduce`` of the mixture's components, block of rows by block of rows.
 
-        ``reduce(mean, var, rows)`` receives the component means and latent
-        variances of q(f^L) of a block's rows, numpy arrays of shape
-        (n_block_rows, S) in standardised units, and returns an array (or a
-        tuple of arrays) with those rows on the first axis; the results are
-        gathered over the blocks, so the (n, S) components of all rows are
-        never held at once. The draws come from a CPU generator seeded with
-        ``seed`` (default: the prediction seed fixed at ``fit``) and are
-        shared by all rows.
+        ``reduce(mean, var, noise_var, rows)`` receives the component means
+        and latent variances of q(f^L) of a block's rows, numpy arrays of
+        shape (n_block_rows, S) in standardised units, and the noise variance
+        of each component (a float, or an array of shape (S,) for a sampled
+        fit, whose kept samples have their own noise), and returns an array
+        (or a tuple of arrays) with those rows on the first axis; the results
+        are gathered over the blocks, so the (n, S) components of all rows
+        are never held at once. The draws come from a CPU generator seeded
+        with ``seed`` (default: the prediction seed fixed at ``fit``) and are
+        shared by all rows. A sampled fit's S components are taken from the
+        kept samples in turn (component s from sample s mod K), each with one
+        propagated draw of its own layers.
         """
         dgp = self.module_["dgp"]
         n_draws = self._n_components() if n_draws is None else n_draws
         seed = self._predict_seed if seed is None else seed
+        sampled = _bsgp.is_sampled(self)
 
         def components(x, rows):
             # The same generator state for every block: the same eps for every row.
-            mean, var = dgp.predict_mixture(x, n_draws, self._generator(seed))
-            values = reduce(mean.T.cpu().numpy(), var.T.cpu().numpy(), rows)
+            generator = self._generator(seed)
+            if sampled:
+                mean, var, noise_var = self._sampled_components(x, n_draws, generator)
+            else:
+                mean, var = dgp.predict_mixture(x, n_draws, generator)
+                noise_var = (self.noise_std_ / self._y_scale) ** 2
+            values = reduce(mean.T.cpu().numpy(), var.T.cpu().numpy(), noise_var, rows)
             return tuple(map(torch.as_tensor, values)) if isinstance(values, tuple) else torch.as_tensor(values)
 
         # per row and draw, an inner layer holds its (M, width) projections A and S^T A of the
         # inducing values onto the row's input, besides the layers' inputs and outputs
         width = max((*self.hidden_layer_sizes_, self.n_features_in_))
         return self._predict_in_blocks(X, components, row_size=n_draws * width * (3 * self.n_inducing_ + 2))
+
+    def _sampled_components(self, x, n_draws, generator):
+        """Components of a sampled fit at x (n, d): means and latent variances (S, n), noise variances (S,) numpy."""
+        module, samples = self.module_, self.module_["samples"]
+        dgp, n_kept = module["dgp"], samples.n_samples
+        means, variances, noise = [], [], []
+        try:
+            for k in range(n_kept):
+                count = len(range(k, n_draws, n_kept))
+                if not count:
+                    break
+                samples.load_(k, module)
+                mean, var = deep_conditional(dgp, x, dgp.draw_noise(count, 1, generator))
+                means.append(mean.expand(count, -1))
+                variances.append(var.expand(count, -1))
+                noise.append(np.full(count, float(module["likelihood"].noise_std[0] ** 2)))
+        finally:
+            samples.load_(n_kept - 1, module)
+        return torch.cat(means), torch.cat(variances), np.concatenate(noise)
 
     def predict_uncertainty(self, X):
         """Predictive mean and standard deviations of the mixture, split by source.
@@ -587,9 +694,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         The :class:`~skbayes._predictive.MixturePredictive` of a block's rows,
         in standardised units, its latent part v_s (the layers' uncertainty).
         """
-        noise_var = (self.noise_std_ / self._y_scale) ** 2
         return self._mixture(
-            X, lambda mean, var, rows: reduce(MixturePredictive(mean.T, np.sqrt(var + noise_var).T, latent_var=var.T), rows)
+            X, lambda mean, var, noise_var, rows: reduce(
+                MixturePredictive(mean.T, np.sqrt(var + noise_var).T, latent_var=var.T), rows)
         )
 
     @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
@@ -623,10 +730,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """
         X = self._validate_X_predict(X)
         seed, noise_seed = self._seeds(check_random_state(random_state), 2)
-        noise_var = (self.noise_std_ / self._y_scale) ** 2
         noise = np.random.RandomState(noise_seed)  # blocks in order: the stream of one (n, S) draw
 
-        def draw(mean, var, rows):
+        def draw(mean, var, noise_var, rows):
             return mean + np.sqrt(var + noise_var) * noise.standard_normal(mean.shape)
 
         draws = self._mixture(X, draw, n_draws=n_samples, seed=seed)

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.gaussian_process.kernels import RBF
 from sklearn.exceptions import ConvergenceWarning
 
 from discovery import inference_methods, public_estimators
@@ -65,7 +66,7 @@ def test_discovery_offers_each_estimator_the_objects_it_accepts():
         offered = {type(method) for method in inference_methods(estimator=cls)}
         if cls in GP_ESTIMATORS:
             assert SparseVariational in offered
-            assert (SampledSparseGP in offered) == (cls is not DeepGPRegressor)
+            assert SampledSparseGP in offered
             assert not offered - {SparseVariational, SampledSparseGP}
         else:
             assert not offered & {SparseVariational, SampledSparseGP}
@@ -108,7 +109,11 @@ def test_settings_a_model_has_no_form_for_raise():
     with pytest.raises(ValueError, match="'inference' parameter"):
         SparseGPRegressor(inference=SGHMC()).fit(X, y)  # a sampler is wrapped in SampledSparseGP
     with pytest.raises(ValueError, match="'inference' parameter"):
-        DeepGPRegressor(inference="sghmc").fit(X, y)
+        DeepGPRegressor(inference=SGHMC()).fit(X, y)
+    with pytest.raises(ValueError, match="DeepGPRegressor cannot sample with MCDropout"):
+        DeepGPRegressor(inference=SampledSparseGP(MCDropout())).fit(X, y)
+    with pytest.raises(ValueError, match="needs a string kernel"):
+        DeepGPRegressor(kernel=RBF(), inference="sghmc").fit(X, y)
 
 
 def test_n_mc_train_sets_the_softmax_draws():

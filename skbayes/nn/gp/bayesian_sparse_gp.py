@@ -65,8 +65,8 @@ from torch import nn
 from ..functional import gaussian_log_prob
 from ..priors import dpp_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
-__all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "data_log_lik", "fitc_log_lik",
-           "mixture_moments", "neg_log_posterior"]
+__all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "data_log_lik", "deep_conditional",
+           "deep_neg_log_posterior", "fitc_log_lik", "mixture_moments", "neg_log_posterior"]
 
 #: The priors p(Z) of the inducing inputs (Rossi 2022, section 6.3.1).
 INDUCING_PRIORS = ("normal", "dpp", "uniform")
@@ -269,6 +269,86 @@ def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
     chol_zz = gp.chol_zz()
     log_lik = data_log_lik(gp, likelihood, x, y, chol_zz)
     return -log_lik.mean() - priors.log_prob(gp, likelihood, chol_zz) / n_data
+
+
+def deep_conditional(dgp, x, noise):
+    r"""Marginals of f^L at x for one sample of every layer's (v, Z, theta): the sampled deep GP's pass.
+
+    Each layer's FITC conditional :func:`conditional` given its sampled v;
+    the inner layers are propagated by single draws,
+    f̃^l = f̃^{l-1} W_l + mu~^l(f̃^{l-1}) + sigma~^l(f̃^{l-1}) * eps^l,
+    f̃^0 = x (Rossi 2022, eqs. 6.21-6.22, "single MC samples" layer by
+    layer; the inner layers' fixed linear means W_l of
+    :class:`~skbayes.nn.gp.DeepGP`), and the last layer's conditional is
+    returned in closed form (eq. 6.23).
+
+    Parameters
+    ----------
+    dgp : skbayes.nn.gp.DeepGP
+        The current sample: each layer's v in ``q_mean`` (q's scale is not used).
+    x : torch.Tensor of shape (n, d)
+    noise : sequence of torch.Tensor
+        L - 1 standard normal tensors eps^l of shape (S, n, H_l), or
+        (S, 1, H_l) for numbers shared by all rows.
+
+    Returns
+    -------
+    mean, var : torch.Tensor of shape (S, n)
+        Mean and variance of p(f^L_n | v^L, f̃^{L-1}_n) per draw (S = 1 with one layer).
+    """
+    h = x.unsqueeze(0)
+    for index, eps in enumerate(noise):
+        gp = dgp.layers[index]
+        flat = h.reshape(-1, h.shape[-1])
+        mean, var = conditional(gp, flat)
+        mean = mean + flat @ dgp.mean_weight(index)
+        lead = h.shape[:-1]  # (1, n) for the first layer, then (S, n)
+        h = mean.reshape(*lead, -1) + var.sqrt().reshape(*lead, -1) * eps
+    mean, var = conditional(dgp.layers[-1], h.reshape(-1, h.shape[-1]))
+    return mean.reshape(h.shape[:-1]), var.reshape(h.shape[:-1])
+
+
+def deep_neg_log_posterior(dgp, likelihood, x, y, n_data, priors, noise):
+    r"""Per-datum minibatch energy U / N of the sampled deep GP (Rossi 2022, eqs. 6.21-6.23).
+
+    .. math::
+
+        \frac{\tilde U}{N} = -\frac{1}{S |B|} \sum_{s} \sum_{n \in B}
+        \log \mathcal N(y_n \mid \tilde\mu^L_{ns}, \tilde\sigma^{L2}_{ns} + \sigma^2)
+        - \frac{1}{N} \Big[\sum_l \log p(v^l) + \log p(Z^l) + \log p(\theta^l)\Big]
+        - \frac{\log p(\sigma^2)}{N},
+
+    with the last layer's inputs drawn by :func:`deep_conditional` (one
+    draw per row and s; unbiased for the log posterior's data term of
+    eq. 6.22 in the "log of expectation" form of the BSGP, eq. 6.17, at the
+    last layer) and every layer under the priors of :class:`SparseGPPriors`
+    (only its sampled tensors count). With one layer it is
+    :func:`neg_log_posterior`.
+
+    Parameters
+    ----------
+    dgp : skbayes.nn.gp.DeepGP
+    likelihood : skbayes.nn.GaussianLikelihood
+        One output.
+    x : torch.Tensor of shape (batch_size, d)
+    y : torch.Tensor of shape (batch_size,)
+    n_data : int
+        N.
+    priors : SparseGPPriors
+    noise : sequence of torch.Tensor
+        The eps^l of :func:`deep_conditional`.
+
+    Returns
+    -------
+    energy : torch.Tensor, scalar
+    """
+    mean, var = deep_conditional(dgp, x, noise)
+    log_lik = gaussian_log_prob(y, mean, var + likelihood.noise_std[0] ** 2)
+    last = dgp.n_layers - 1
+    log_prior = sum(
+        priors.log_prob(gp, likelihood if index == last else None, gp.chol_zz()) for index, gp in enumerate(dgp.layers)
+    )
+    return -log_lik.mean() - log_prior / n_data
 
 
 def mixture_moments(means, variances):
