@@ -86,7 +86,7 @@ from _common import (  # noqa: E402
     print_written, run_saving, write_atomic, results_dir,
 )
 
-from skbayes import SparseGPRegressor  # noqa: E402
+from skbayes import DeepGPRegressor, SparseGPRegressor  # noqa: E402
 from skbayes.datasets import get_data_home  # noqa: E402
 from skbayes.inference import SGHMC, SampledSparseGP, SparseVariational  # noqa: E402
 
@@ -115,6 +115,12 @@ def parse_args(argv=None):
     parser.add_argument("--data-home", default=None)
     parser.add_argument("--tag", default=None)
     parser.add_argument("--output-dir", default=str(results_dir("sparse_gp")))
+    parser.add_argument("--model", default="sparse", choices=["sparse", "deep"],
+                        help="sparse: SparseGPRegressor; deep: DeepGPRegressor(('auto',)), two layers (the sampled "
+                             "deep GP of Rossi 2022, section 6.3.2, against DSVI).")
+    parser.add_argument("--defaults", action="store_true",
+                        help="Both models at the estimator's defaults: inference='variational' against "
+                             "inference='sghmc' (ignores --max-iter, --batch-size and the SGHMC options).")
     return parser.parse_args(argv)
 
 
@@ -135,23 +141,27 @@ def fit_one(method, args, X_train, y_train, X_test, y_test, split):
     variational = SparseVariational(max_iter=args.max_iter)
     params = {"n_inducing": args.n_inducing, "random_state": split, "inference": variational}
     extra = {}
-    if method == "bsgp":
+    if args.defaults:
+        params["inference"] = "sghmc" if method == "bsgp" else "variational"
+    elif method == "bsgp":
         sghmc, steps_per_epoch = schedule(args, X_train.shape[0])
         params.update(batch_size=args.batch_size, inference=SampledSparseGP(
             SGHMC(**sghmc), inducing_prior=args.inducing_prior, start=variational))
         extra = {"sghmc": sghmc, "steps_per_epoch": steps_per_epoch}
-    model = SparseGPRegressor(**params)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    model = SparseGPRegressor(**params) if args.model == "sparse" else DeepGPRegressor(("auto",), **params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
         start = time.perf_counter()
         model.fit(X_train, y_train)
         fit_time = time.perf_counter() - start
+    extra["warned_not_mixed"] = any("have not mixed" in str(w.message) for w in caught)
     mean = model.predict(X_test)
     res = {
         "rmse": float(np.sqrt(np.mean((mean - y_test) ** 2))),
         "test_ll": float(model.log_predictive_density(X_test, y_test).mean()),
         "fit_time_s": fit_time,
         "n_iter": int(model.n_iter_),
+        "warned_not_mixed": extra.pop("warned_not_mixed"),
         "noise_std": float(model.noise_std_),
         **extra,
     }
@@ -170,6 +180,8 @@ def paired(rows):
 
 def markdown(report):
     s = report["settings"]
+    if s.get("defaults"):
+        return markdown_defaults(report)
     lines = ["| dataset | method | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
              "| R-hat (hyper) |", "|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
@@ -196,6 +208,41 @@ def markdown(report):
          "start. R-hat: largest split R-hat of the training log-likelihoods and log hyperparameters; R-hat (log-lik): "
          "of the training log-likelihoods only (the predictive quantities); R-hat (hyper): of the log length-scales, "
          "signal and noise variances only."),
+    ]
+    lines += environment_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def markdown_defaults(report):
+    """The table of a ``--defaults`` run: the estimator at inference='variational' and at inference='sghmc'."""
+    s = report["settings"]
+    estimator = "SparseGPRegressor" if s.get("model", "sparse") == "sparse" else "DeepGPRegressor(('auto',))"
+    names = {"variational": "variational", "bsgp": "sghmc"}
+    lines = ["| dataset | inference | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
+             "| R-hat (hyper) | warned (not mixed) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, per_method in report["aggregates"].items():
+        for method in METHODS:
+            if method in per_method:
+                agg = per_method[method]
+                rows = report["splits"][name].get(method, []) if isinstance(report["splits"].get(name), dict) else []
+                warned = sum(bool(r.get("warned_not_mixed")) for r in rows)
+                lines.append(f"| {name} | {names[method]} | {agg['n_splits']} "
+                             f"| {mean_se(agg, 'rmse', 4)} | {mean_se(agg, 'test_ll')} "
+                             f"| {mean_se(agg, 'fit_time_s', 1)} | {mean_se(agg, 'rhat', 2)} "
+                             f"| {mean_se(agg, 'rhat_log_lik', 2)} | {mean_se(agg, 'rhat_hyperparameters', 2)} "
+                             f"| {warned if method == 'bsgp' else '—'} of {agg['n_splits']} |")
+    lines += ["", "| dataset | test LL, sghmc minus variational, per split |", "|---|---|"]
+    for name, p in report["paired"].items():
+        lines.append(f"| {name} | {', '.join(f'{d:+.3f}' for d in p['test_ll_diff'])} |")
+    lines += [
+        "",
+        (f"{estimator}(n_inducing={s['n_inducing']}, random_state=SPLIT) at its defaults otherwise, with "
+         "inference='variational' and with inference='sghmc' (SampledSparseGP(): the default variational fit, then "
+         "SGHMC's default schedule from it). Mean ± standard error (np.std / sqrt(n_splits)) over the first "
+         f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X standardised "
+         "on the training rows; the sampled fit's time includes its variational start. R-hat: largest split R-hat "
+         "of the training log-likelihoods and log hyperparameters of every layer; warned: fits whose "
+         "ConvergenceWarning said the chains had not mixed."),
     ]
     lines += environment_lines(report)
     return "\n".join(lines) + "\n"
