@@ -127,7 +127,7 @@ def _module_methods():
     """The inference methods that take a torch module (the others refuse one), with their small settings."""
     small = {type(method).__name__: method for method in _methods()}
     return [MeanFieldVI(), MCDropout(), DeepEnsemble(n_estimators=3),
-            *(small[name] for name in ("MNF", "BayesByHypernet", "BayesByGAN"))]
+            *(small[name] for name in ("MNF", "WHVI", "BayesByHypernet", "BayesByGAN"))]
 
 
 def _instances():

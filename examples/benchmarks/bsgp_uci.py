@@ -216,7 +216,7 @@ def markdown(report):
 def markdown_defaults(report):
     """The table of a ``--defaults`` run: the estimator at inference='variational' and at inference='sghmc'."""
     s = report["settings"]
-    estimator = "SparseGPRegressor" if s.get("model", "sparse") == "sparse" else "DeepGPRegressor(('auto',))"
+    estimator = "SparseGPRegressor(" if s.get("model", "sparse") == "sparse" else "DeepGPRegressor(('auto',), "
     names = {"variational": "variational", "bsgp": "sghmc"}
     lines = ["| dataset | inference | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
              "| R-hat (hyper) | warned (not mixed) |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -236,7 +236,7 @@ def markdown_defaults(report):
         lines.append(f"| {name} | {', '.join(f'{d:+.3f}' for d in p['test_ll_diff'])} |")
     lines += [
         "",
-        (f"{estimator}(n_inducing={s['n_inducing']}, random_state=SPLIT) at its defaults otherwise, with "
+        (f"{estimator}n_inducing={s['n_inducing']}, random_state=SPLIT) at its defaults otherwise, with "
          "inference='variational' and with inference='sghmc' (SampledSparseGP(): the default variational fit, then "
          "SGHMC's default schedule from it). Mean ± standard error (np.std / sqrt(n_splits)) over the first "
          f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X standardised "

@@ -240,7 +240,7 @@ class InferenceMethod(BaseEstimator):
         """
         raise ValueError(
             f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI, MNF, "
-            "BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC."
+            "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC."
         )
 
     def n_likelihood_members(self):

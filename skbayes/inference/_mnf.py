@@ -49,7 +49,7 @@ class MNF(InferenceMethod):
     for :class:`~skbayes.nn.MNFConv2d`, one z per feature map (Louizos &
     Welling 2017, section 3; a training pass draws one kernel per image,
     by Flipout), their means starting at the module's initial weights
-    (:func:`skbayes.nn.networks.module.to_mnf`); other layers with
+    (``skbayes.nn.networks.module.to_mnf``); other layers with
     parameters are refused.
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,

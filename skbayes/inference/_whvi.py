@@ -7,9 +7,10 @@ from numbers import Integral, Real
 
 from .._param_validation import Interval, StrOptions
 from ..nn import WHVIMLP
-from ._base import InferenceMethod
+from ..nn.networks.module import BayesianModuleNetwork, to_whvi
+from ._base import InferenceMethod, module_seeds
 from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
-from ._variational import _KL_WARMUP, _N_MC_TRAIN
+from ._variational import _KL_WARMUP, _N_MC_TRAIN, AUTO_DROPOUT_RATE_CONV
 
 __all__ = ["WHVI"]
 
@@ -29,6 +30,13 @@ class WHVI(InferenceMethod):
     reparameterisation of eq. 4.14) and the KL of g to N(0,
     ``g_prior_variance`` I) plus the KL of the biases (and of a mean-field
     last layer) to the estimator's N(0, prior_scale^2).
+
+    A torch module (``module=`` of the Bayesian MLP estimators) gets the
+    thesis's recipe for CNNs (Rossi 2022, section 4.5): WHVI on every
+    :class:`torch.nn.Linear` (the last one mean-field with
+    ``last_layer="mean_field"``) and MC dropout of rate 0.25 (MCDropout's
+    rate for modules with convolutions) after every convolution, their KL
+    condition a weight decay (``skbayes.nn.networks.module.to_whvi``).
 
     Reads the estimator's ``hidden_layer_sizes``, ``activation``,
     ``prior_scale`` and the optimiser settings; ``warm_start`` and
@@ -115,8 +123,25 @@ class WHVI(InferenceMethod):
         )
         return network.to(device)
 
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        (seed,) = module_seeds(generator, 1)
+        module, dropped_weights = to_whvi(
+            settings.module(seed, n_features, n_outputs, device, dtype), AUTO_DROPOUT_RATE_CONV,
+            last_layer=self.last_layer, prior_scale=settings.prior_scale,
+            posterior_init_scale=self.posterior_init_scale, g_prior_variance=self.g_prior_variance,
+            n_flows=self.n_flows, generator=generator,
+        )
+        network = BayesianModuleNetwork(
+            module, n_features, n_outputs, input_shape=settings.input_shape, prior_scale=settings.prior_scale,
+            dropped_weights=dropped_weights,
+        )
+        network.whvi_settings = (self.n_flows, self.last_layer)
+        return network
+
     def can_warm_start(self, module):
         """Whether the fitted network has this object's structure (last layer and flows)."""
+        if isinstance(module["network"], BayesianModuleNetwork):
+            return getattr(module["network"], "whvi_settings", None) == (self.n_flows, self.last_layer)
         layers = module["network"].layers
         return getattr(layers[0], "n_flows", self.n_flows) == self.n_flows and (
             (self.last_layer == "whvi") == hasattr(layers[-1], "g_mu")

@@ -23,7 +23,7 @@ from sklearn.model_selection import train_test_split
 from torch import nn
 
 from skbayes import BayesianMLPClassifier
-from skbayes.inference import MNF, BayesByGAN, BayesByHypernet
+from skbayes.inference import MNF, WHVI, BayesByGAN, BayesByHypernet
 
 
 class _DigitsCNN(nn.Module):
@@ -43,7 +43,7 @@ def _digits():
     return train_test_split((X / 16.0).reshape(-1, 1, 8, 8), y, test_size=0.3, random_state=0, stratify=y)
 
 
-@pytest.mark.parametrize("method", [MNF(), BayesByHypernet(), BayesByGAN()], ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("method", [MNF(), WHVI(), BayesByHypernet(), BayesByGAN()], ids=lambda m: type(m).__name__)
 def test_the_method_learns_digits_through_a_cnn_at_its_defaults(method):
     X_train, X_test, y_train, y_test = _digits()
     linear = LogisticRegression(max_iter=2000).fit(X_train.reshape(len(X_train), -1), y_train)

@@ -23,7 +23,7 @@ from torch import nn
 
 from discovery import with_loop
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
-from skbayes.inference import MNF, PBP, BayesByGAN, BayesByHypernet, SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import MNF, PBP, WHVI, BayesByGAN, BayesByHypernet, SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, Vadam
 from skbayes.nn import MCDropoutLayer
 from skbayes.nn.networks import BayesianModuleNetwork, StackedModuleNetwork
 from skbayes.nn.networks.module import build_module, to_mc_dropout, to_mean_field
@@ -150,7 +150,7 @@ def test_an_instance_is_copied_and_reinitialised_per_member():
 
 # ------------------------------------------------------------------------ pickling
 @pytest.mark.parametrize(
-    "method", [MCDropout(dropout_rate=0.1), DeepEnsemble(n_estimators=2), MNF(), BayesByGAN()],
+    "method", [MCDropout(dropout_rate=0.1), DeepEnsemble(n_estimators=2), MNF(), WHVI(), BayesByGAN()],
     ids=lambda m: type(m).__name__,
 )
 def test_a_fitted_convolutional_model_pickles(method):
@@ -175,7 +175,8 @@ def test_a_fitted_convolutional_classifier_pickles():
 # ----------------------------------------------------------------- reproducibility
 @pytest.mark.parametrize(
     "method",
-    [MCDropout(dropout_rate=0.1), MeanFieldVI(), MNF(), BayesByHypernet(), BayesByGAN(), DeepEnsemble(n_estimators=2)],
+    [MCDropout(dropout_rate=0.1), MeanFieldVI(), MNF(), WHVI(), BayesByHypernet(), BayesByGAN(),
+     DeepEnsemble(n_estimators=2)],
     ids=lambda m: type(m).__name__,
 )
 def test_random_state_fixes_the_predictions_and_the_global_rng_is_untouched(method):

@@ -121,3 +121,29 @@ def test_to_mnf_converts_linear_and_conv_layers_and_starts_at_the_module():
     assert torch.isfinite(kl) and float(kl.detach()) > float(by_layer.detach()) > 0
     with pytest.raises(ValueError, match="MNF cannot make these layers Bayesian: BatchNorm1d"):
         to_mnf(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1)))
+
+
+def test_to_whvi_gives_the_dense_layers_whvi_and_the_convolutions_mc_dropout():
+    # Rossi 2022, section 4.5: WHVI on the fully connected layers, MC dropout on the convolutional filters
+    from skbayes.nn import MCDropoutLayer, MeanFieldLinear, WHVILinear
+    from skbayes.nn.networks.module import to_whvi
+
+    torch.manual_seed(0)
+    module = nn.Sequential(
+        nn.Conv2d(1, 3, 3), nn.ReLU(), nn.Flatten(), nn.Linear(3 * 6 * 6, 16), nn.ReLU(), nn.Linear(16, 2)
+    ).double()
+    last_weight = module[5].weight.detach().clone()
+    converted, dropped = to_whvi(module, 0.25, prior_scale=0.5, generator=torch.Generator().manual_seed(1))
+    conv, mask = converted[0]
+    assert isinstance(mask, MCDropoutLayer) and mask.dropout_rate == 0.25
+    assert isinstance(converted[3].layer, WHVILinear) and isinstance(converted[5].layer, MeanFieldLinear)
+    torch.testing.assert_close(converted[5].layer.mu[:-1].T.detach(), last_weight)  # starts at the module
+    assert dropped == {"0.0.weight": 0.25}
+    network = BayesianModuleNetwork(converted, 64, 2, input_shape=(1, 8, 8), prior_scale=0.5, dropped_weights=dropped)
+    # the KL: the WHVI layer's and the mean-field layer's, and the convolution's weight decay of the KL
+    # condition, l^2 / (2 (1 - p)) ||W||^2 + l^2 / 2 ||b||^2 with l = 1 / prior_scale
+    decay = (conv.weight.detach().square().sum() / (1 - 0.25) + conv.bias.detach().square().sum()) / (2 * 0.5**2)
+    expected = converted[3].layer.kl() + converted[5].layer.kl() + decay
+    torch.testing.assert_close(network.kl().detach(), expected.detach())
+    with pytest.raises(ValueError, match="at least one torch.nn.Linear"):
+        to_whvi(nn.Sequential(nn.Conv2d(1, 2, 3)), 0.25)

@@ -1,7 +1,7 @@
 r"""Networks of implicit-posterior layers, and the per-layer discriminator of Bayes by GAN.
 
 :class:`ImplicitModuleNetwork` does the same for any torch module whose
-Linear and Conv2d layers :func:`to_implicit` has given generators.
+Linear and Conv2d layers ``to_implicit`` has given generators.
 
 :class:`ImplicitMLP` stacks :class:`~skbayes.nn.ImplicitLinear` layers
 (one generator network per layer, mean-field across layers: Killingberg
@@ -238,7 +238,7 @@ class _ImplicitLayer(StochasticLayer):
     values (a kernel is one slice, the same at every position). A torch
     layer without bias ignores the last entry of each slice. The weights
     used by a pass: the draw set by
-    :meth:`ImplicitModuleNetwork.forward_slices`, else one draw from the
+    ``ImplicitModuleNetwork.forward_slices``, else one draw from the
     pass's generator shared by all rows (``"sample"``, ``"shared"``) or the
     generator at z = 0 (``"mean"``).
     """
@@ -335,26 +335,26 @@ def to_implicit(module, *, noise_dim=10, hidden_sizes=(32, 64), generator=None):
 
 
 def implicit_layers(module):
-    """The :class:`~skbayes.nn.ImplicitLinear` generators of a module converted by :func:`to_implicit`, in order."""
+    """The :class:`~skbayes.nn.ImplicitLinear` generators of a module converted by ``to_implicit``, in order."""
     return [m.implicit for m in module.modules() if isinstance(m, _ImplicitLayer)]
 
 
 class ImplicitModuleNetwork(_ImplicitKL, BayesianModuleNetwork):
     """Any torch module whose Linear and Conv2d weights are generated from noise (Bayes by Hypernet, Bayes by GAN).
 
-    The module comes converted by :func:`to_implicit`. Training draws the
-    slices of every layer once per step (:meth:`slice_draws`), runs the
-    module once per draw with those weights (:meth:`forward_slices`) and
+    The module comes converted by ``to_implicit``. Training draws the
+    slices of every layer once per step (``slice_draws``), runs the
+    module once per draw with those weights (``forward_slices``) and
     estimates the KL of q to the prior from the same draws, as
-    :class:`ImplicitMLP` does (:meth:`kl_entropy`, :meth:`kl_knn`,
-    :meth:`kl_discriminator`). Prediction follows
+    :class:`ImplicitMLP` does (``kl_entropy``, ``kl_knn``,
+    ``kl_discriminator``). Prediction follows
     :class:`~skbayes.nn.networks.BayesianModuleNetwork`: each draw is one
     pass whose layers draw their weights once from a seeded generator.
 
     Parameters
     ----------
     module : torch.nn.Module
-        Converted by :func:`to_implicit`.
+        Converted by ``to_implicit``.
     n_features, n_outputs : int
     input_shape : tuple of int, optional
     prior_scale : float, default=1.0
@@ -400,7 +400,7 @@ class ImplicitModuleNetwork(_ImplicitKL, BayesianModuleNetwork):
         return implicit_layers(self.module)
 
     def forward_slices(self, x, slices):
-        """The module at x (n, n_features) under slice draws from :meth:`slice_draws`: (n_draws, n, n_outputs)."""
+        """The module at x (n, n_features) under slice draws from ``slice_draws``: (n_draws, n, n_outputs)."""
         wrappers = [m for m in self.module.modules() if isinstance(m, _ImplicitLayer)]
         out = []
         try:
@@ -414,7 +414,7 @@ class ImplicitModuleNetwork(_ImplicitKL, BayesianModuleNetwork):
         return torch.stack(out)
 
     def kl(self, generator=None, n_draws=None):
-        """Not defined in closed form; raises NotImplementedError (see :meth:`kl_entropy`)."""
+        """Not defined in closed form; raises NotImplementedError (see ``kl_entropy``)."""
         raise NotImplementedError(
             "An implicit posterior has no closed-form KL; estimate it from slice draws (kl_entropy, kl_knn, "
             "kl_discriminator)."

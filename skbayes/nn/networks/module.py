@@ -13,6 +13,9 @@ it Bayesian where that is well defined:
   Backprop with local reparameterisation, Kingma et al. 2015);
 * :func:`to_mnf` swaps them for multiplicative normalising flow layers
   (Louizos & Welling 2017);
+* :func:`to_whvi` gives the dense layers Walsh-Hadamard posteriors and the
+  convolutions MC dropout (the thesis's recipe for CNNs, Rossi 2022,
+  section 4.5);
 * :class:`StackedModuleNetwork` holds M copies of any module as stacked
   tensors (deep ensembles, kept SGHMC samples) and evaluates them with
   :func:`torch.func.vmap`.
@@ -38,6 +41,7 @@ from torch import nn
 from ..functional import dropout_weight_decay, layer_prior_scale
 from ..layers import (
     EmbeddingDropout, MeanFieldConv2d, MeanFieldLinear, MNFConv2d, MNFLinear, VariationalGRU, VariationalLSTM,
+    WHVILinear,
 )
 from ..layers.dropout import MCDropoutLayer
 from ..layers.noise import StochasticLayer, noise_context
@@ -51,6 +55,7 @@ __all__ = [
     "to_mc_dropout",
     "to_mean_field",
     "to_mnf",
+    "to_whvi",
 ]
 
 def build_module(factory, kwargs=None, *, seed, device=None, dtype=None, name="module"):
@@ -375,6 +380,72 @@ def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=
         module, conversions, "MNF", prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
         prior_scaling=prior_scaling, **flow_settings,
     )
+
+
+def to_whvi(module, dropout_rate, *, last_layer="mean_field", prior_scale=1.0, posterior_init_scale=1e-3,
+            g_prior_variance=1e-5, n_flows=0, generator=None):
+    """WHVI on a module's dense layers and MC dropout after its convolutions, in place.
+
+    Rossi 2022 (section 4.5) fits CNNs with WHVI on every fully connected
+    layer and MC dropout on the convolutional filters (WHVI on the filters
+    left too few parameters). Each :class:`torch.nn.Linear` becomes a
+    :class:`~skbayes.nn.WHVILinear` with its own initialisation (the module's
+    weights have no W = S_1 H diag(g) H S_2 form), except the last one with
+    ``last_layer="mean_field"``, a factorised Gaussian starting at the
+    module's weights (the thesis's output layer); then
+    :func:`to_mc_dropout` with ``placement="all"`` puts dropout of
+    ``dropout_rate`` after every convolution and keeps the module's own
+    dropout on at prediction (its KL condition a weight decay of the
+    convolutions).
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    dropout_rate : float in [0, 1)
+        Rate of the masks after the convolutions.
+    last_layer : {"mean_field", "whvi"}, default="mean_field"
+    prior_scale : float, default=1.0
+        Prior standard deviation of the biases, the mean-field weights and
+        the point-estimated parameters.
+    posterior_init_scale, g_prior_variance, n_flows
+        As in :class:`~skbayes.nn.WHVILinear`.
+    generator : torch.Generator, optional
+        Source of the WHVI layers' initial values, layer by layer.
+
+    Returns
+    -------
+    module : torch.nn.Module
+        The converted module.
+    dropped_weights : dict of str to float
+        As :func:`to_mc_dropout` returns them.
+
+    Raises
+    ------
+    ValueError
+        If the module has no Linear layer, or as :func:`to_mc_dropout`.
+    """
+    linears = [m for m in module.modules() if type(m) is nn.Linear]
+    if not linears:
+        raise ValueError("WHVI needs a module with at least one torch.nn.Linear layer (its dense layers).")
+    _refuse_tied_parameters(module, (nn.Linear,), "WHVI")
+    last = linears[-1] if last_layer == "mean_field" else None
+
+    def replace(child):
+        if type(child) is not nn.Linear:
+            return None
+        if child is last:
+            return _VariationalLinearLayer.from_module(
+                child, prior_scale=prior_scale, posterior_init_scale=posterior_init_scale
+            )
+        layer = WHVILinear(
+            child.in_features, child.out_features, g_prior_variance=g_prior_variance, prior_scale=prior_scale,
+            posterior_init_scale=posterior_init_scale, n_flows=n_flows, generator=generator,
+            dtype=child.weight.dtype,
+        ).to(child.weight.device)
+        return _VariationalLinearLayer(layer)
+
+    module = replace(module) or _replace_children(module, replace)
+    return to_mc_dropout(module, dropout_rate, placement="all", prior_scale=prior_scale)
 
 
 #: Where :func:`to_mc_dropout` puts dropout.
