@@ -80,7 +80,7 @@ def test_quantiles_are_those_of_the_predictive(name, fitted, data):
         mean, std = model.predict(X, return_std=True)
         np.testing.assert_allclose(quantiles, mean[:, None] + std[:, None] * norm.ppf(LEVELS), rtol=1e-12)
     elif name == "deep_gp":  # the mixture of its n_mc_predict components: scipy's CDF there is the level
-        mean, var = model._mixture(model._validate_X_predict(X), lambda m, v, rows: (m, v))
+        mean, var = model._mixture(model._validate_X_predict(X), lambda m, v, noise_var, rows: (m, v))
         std = np.sqrt(np.asarray(var) + (model.noise_std_ / model._y_scale) ** 2) * model._y_scale
         mean = np.asarray(mean) * model._y_scale + model._y_mean
         cdf = norm.cdf(quantiles[:, None, :], mean[:, :, None], std[:, :, None]).mean(axis=1)
