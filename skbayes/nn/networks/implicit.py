@@ -39,7 +39,7 @@ from ..functional import layer_prior_scale, standard_normal
 from ..layers.implicit import ImplicitLinear, parameters_from_slices
 from ..layers.noise import StochasticLayer
 from .mlp import MLP, BayesianLayerStack
-from .module import BayesianModuleNetwork, _refuse_tied_parameters, _replace_children, _unsupported
+from .module import BayesianModuleNetwork, convert_layers
 
 __all__ = ["ImplicitMLP", "ImplicitModuleNetwork", "SliceDiscriminator", "implicit_layers", "to_implicit"]
 
@@ -318,20 +318,10 @@ def to_implicit(module, *, noise_dim=10, hidden_sizes=(32, 64), generator=None):
         If the module has layers with parameters other than Linear and
         Conv2d, or shares weights between layers.
     """
-    kinds = (nn.Linear, nn.Conv2d)
+    def convert(layer):
+        return _ImplicitLayer.from_module(layer, noise_dim=noise_dim, hidden_sizes=hidden_sizes, generator=generator)
 
-    def replace(child):
-        if type(child) in kinds:
-            return _ImplicitLayer.from_module(child, noise_dim=noise_dim, hidden_sizes=hidden_sizes, generator=generator)
-        return None
-
-    _refuse_tied_parameters(module, kinds, "An implicit posterior")
-    if type(module) in kinds:
-        module = replace(module)
-    else:
-        _replace_children(module, replace)
-    _unsupported(module, "torch.nn.Linear and torch.nn.Conv2d", "An implicit posterior")
-    return module
+    return convert_layers(module, {nn.Linear: convert, nn.Conv2d: convert}, "An implicit posterior")
 
 
 def implicit_layers(module):

@@ -287,16 +287,17 @@ class _VariationalLinearLayer(StochasticLayer):
         return self.layer.kl(*args, **kwargs)
 
 
-def _to_variational(module, conversions, method, *, prior_scale, posterior_init_scale, prior_scaling, **kwargs):
-    """Swap the Linear and Conv2d layers of ``module`` by ``conversions`` (torch class -> from_module), in place."""
+def convert_layers(module, conversions, method):
+    """Replace, in place, every layer whose exact type is a key of ``conversions`` by ``conversions[type](layer)``.
+
+    Refuses weights shared by a converted layer (:func:`_refuse_tied_parameters`) and, after the
+    conversion, layers with parameters outside the stochastic layers (:func:`_unsupported`), naming
+    ``method``. Returns the converted module (a new object when ``module`` itself is converted).
+    """
 
     def replace(child):
-        for torch_cls, convert in conversions.items():
-            if type(child) is torch_cls:
-                fan_in = nn.init._calculate_fan_in_and_fan_out(child.weight)[0]
-                scale = layer_prior_scale(prior_scale, fan_in, prior_scaling)
-                return convert(child, prior_scale=scale, posterior_init_scale=posterior_init_scale, **kwargs)
-        return None
+        convert = conversions.get(type(child))
+        return None if convert is None else convert(child)
 
     _refuse_tied_parameters(module, tuple(conversions), method)
     if type(module) in conversions:
@@ -305,6 +306,19 @@ def _to_variational(module, conversions, method, *, prior_scale, posterior_init_
         _replace_children(module, replace)
     _unsupported(module, " and ".join(f"torch.nn.{cls.__name__}" for cls in conversions), method)
     return module
+
+
+def _to_variational(module, conversions, method, *, prior_scale, posterior_init_scale, prior_scaling, **kwargs):
+    """:func:`convert_layers` with each layer's prior scale (``prior_scaling``) and ``posterior_init_scale``."""
+
+    def with_prior(convert):
+        def scaled(child):
+            fan_in = nn.init._calculate_fan_in_and_fan_out(child.weight)[0]
+            scale = layer_prior_scale(prior_scale, fan_in, prior_scaling)
+            return convert(child, prior_scale=scale, posterior_init_scale=posterior_init_scale, **kwargs)
+        return scaled
+
+    return convert_layers(module, {cls: with_prior(convert) for cls, convert in conversions.items()}, method)
 
 
 def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None):
