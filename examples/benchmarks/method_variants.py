@@ -14,6 +14,12 @@ the estimators' other defaults and ``random_state=0``:
   (diabetes, three synthetic sets, the first ``--splits`` UCI splits of
   ``--uci``): test log predictive density (nats per row, units of y),
   RMSE, 90% interval coverage;
+* with ``--classification``, ``BayesianMLPClassifier`` at its defaults (its
+  stopping rule on) on scikit-learn's iris, wine, breast-cancer and digits
+  sets and a synthetic set with one informative feature of ten
+  (``make_classification(600, 10, n_informative=1, class_sep=0.7)``), X
+  standardised, the first ``--splits`` stratified 75/25 splits: test
+  accuracy, NLL and the epochs run;
 * with ``--mnist``, ``BayesianMLPClassifier(hidden_layer_sizes=(400, 400))``
   on the fixed stratified 4,000/1,000 split of the 5,000 labelled MNIST
   images for ``--mnist-epochs`` epochs (the stopping rule off): test error
@@ -62,6 +68,25 @@ def _cell(rows, key, fmt):
     return text + (f" ({n_collapsed} C)" if len(rows) > 1 and n_collapsed else " (C)" if n_collapsed else "")
 
 
+def classification_sets(n_splits):
+    """``(name, split, X_train, X_test, y_train, y_test)`` of the classification sets, X standardised on the training rows."""
+    from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine, make_classification
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    sets = {
+        "iris": load_iris(return_X_y=True), "wine": load_wine(return_X_y=True),
+        "breast_cancer": load_breast_cancer(return_X_y=True), "digits": load_digits(return_X_y=True),
+        "one_informative": make_classification(600, 10, n_informative=1, n_redundant=0, n_clusters_per_class=1,
+                                               class_sep=0.7, random_state=0),
+    }
+    for name, (X, y) in sets.items():
+        for split in range(n_splits):
+            X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, stratify=y, random_state=split)
+            scaler = StandardScaler().fit(X_train)
+            yield name, split, scaler.transform(X_train), scaler.transform(X_test), y_train, y_test
+
+
 def markdown(report):
     rows, variants = report["rows"], report["variants"]
     header = "| " + " | ".join(f"`{v}`" for v in variants) + " |"
@@ -79,6 +104,19 @@ def markdown(report):
         "| " + " | ".join(_cell([r for r in rows if r["set"] == "check" and r["variant"] == v], "train_r2", "{:.3f}")
                          for v in variants) + " |",
     ]
+    classified = [r for r in rows if r["set"].startswith("classification:")]
+    if classified:
+        sets = list(dict.fromkeys(r["set"] for r in classified))
+        lines += ["", "## Classification at the classifier's defaults (stopping rule on): test accuracy, NLL (nats) "
+                  "and epochs, over the splits", "", "| set | measure " + header, "|---|---|" + "---|" * len(variants)]
+        for set_name in sets:
+            for key, fmt in (("accuracy", "{:.3f}"), ("nll", "{:.3f}"), ("epochs", "{:.0f}")):
+                lines.append(f"| {set_name.split(':', 1)[1]} | {key} | " + " | ".join(
+                    _cell([r for r in classified if r["set"] == set_name and r["variant"] == v], key, fmt)
+                    for v in variants) + " |")
+        means = [f"{np.mean([r['accuracy'] for r in classified if r['variant'] == v]):.3f}" for v in variants]
+        lines += ["", "Mean test accuracy over every set and split:", "", header, "|" + "---|" * len(variants),
+                  "| " + " | ".join(means) + " |"]
     mnist = [r for r in rows if r["set"] == "mnist"]
     if mnist:
         lines += ["", f"## MNIST, 4,000 / 1,000 images, MLP (400, 400), {mnist[0]['epochs']} epochs: test error % "
@@ -118,6 +156,8 @@ def main(argv=None):
         parser.add_argument("--variants", nargs="+", required=True, help="Inference objects written as Python.")
         parser.add_argument("--check-seeds", type=int, default=1)
         parser.add_argument("--mnist", action="store_true", help="Also fit the MNIST classifier.")
+        parser.add_argument("--classification", action="store_true",
+                            help="Also fit the classifier at its defaults on five classification sets.")
         parser.add_argument("--mnist-epochs", type=int, default=100)
         parser.add_argument("--no-regression", action="store_true", help="Skip the regression sets.")
 
@@ -135,6 +175,23 @@ def main(argv=None):
                                        "collapsed": collapsed, "loadavg": loadavg()})
                 print(f"check {expression} seed {seed}: R2 {report['rows'][-1]['train_r2']:.3f}", flush=True)
                 save()
+        if args.classification:
+            from sklearn.metrics import log_loss
+
+            for name, split, X_train, X_test, y_train, y_test in classification_sets(args.splits):
+                for expression in args.variants:
+                    estimator, seconds, collapsed = fit_noting_collapse(
+                        BayesianMLPClassifier(inference=variant(expression), random_state=split), X_train, y_train)
+                    proba = estimator.predict_proba(X_test)
+                    report["rows"].append({
+                        "set": f"classification:{name}", "split": split, "variant": expression,
+                        "accuracy": float(np.mean(estimator.classes_[proba.argmax(1)] == y_test)),
+                        "nll": float(log_loss(y_test, proba, labels=estimator.classes_)),
+                        "epochs": int(estimator.n_iter_), "fit_seconds": seconds, "collapsed": collapsed,
+                        "loadavg": loadavg()})
+                    print(f"{name} {split} {expression}: accuracy {report['rows'][-1]['accuracy']:.3f}, "
+                          f"{estimator.n_iter_} epochs", flush=True)
+                    save()
         if args.mnist:
             from sklearn.metrics import log_loss
 
