@@ -179,72 +179,54 @@ def paired(rows):
 
 
 def markdown(report):
+    """The results table, the per-split differences of the test LL and what was run."""
     s = report["settings"]
-    if s.get("defaults"):
-        return markdown_defaults(report)
-    lines = ["| dataset | method | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
-             "| R-hat (hyper) |", "|---|---|---|---|---|---|---|---|---|"]
+    defaults = bool(s.get("defaults"))
+    label = {"variational": "variational", "bsgp": "sghmc"} if defaults else {
+        m: f"{m}, M={s['n_inducing']}" for m in METHODS}
+    warned_column = " warned (not mixed) |" if defaults else ""
+    lines = [f"| dataset | {'inference' if defaults else 'method'} | n_splits | RMSE | test LL | fit time (s) | R-hat "
+             f"| R-hat (log-lik) | R-hat (hyper) |{warned_column}",
+             "|---|---|---|---|---|---|---|---|---|" + ("---|" if defaults else "")]
     for name, per_method in report["aggregates"].items():
         for method in METHODS:
             if method in per_method:
                 agg = per_method[method]
-                lines.append(f"| {name} | {method}, M={s['n_inducing']} | {agg['n_splits']} "
-                             f"| {mean_se(agg, 'rmse', 4)} | {mean_se(agg, 'test_ll')} "
-                             f"| {mean_se(agg, 'fit_time_s', 1)} | {mean_se(agg, 'rhat', 2)} "
-                             f"| {mean_se(agg, 'rhat_log_lik', 2)} | {mean_se(agg, 'rhat_hyperparameters', 2)} |")
-    lines += ["", "| dataset | test LL, BSGP minus variational, per split |", "|---|---|"]
+                row = (f"| {name} | {label[method]} | {agg['n_splits']} "
+                       f"| {mean_se(agg, 'rmse', 4)} | {mean_se(agg, 'test_ll')} "
+                       f"| {mean_se(agg, 'fit_time_s', 1)} | {mean_se(agg, 'rhat', 2)} "
+                       f"| {mean_se(agg, 'rhat_log_lik', 2)} | {mean_se(agg, 'rhat_hyperparameters', 2)} |")
+                if defaults:
+                    warned = sum(bool(r.get("warned_not_mixed")) for r in report["splits"][name].get(method, []))
+                    row += f" {warned if method == 'bsgp' else '—'} of {agg['n_splits']} |"
+                lines.append(row)
+    lines += ["", f"| dataset | test LL, {'sghmc' if defaults else 'BSGP'} minus variational, per split |", "|---|---|"]
     for name, p in report["paired"].items():
         lines.append(f"| {name} | {', '.join(f'{d:+.3f}' for d in p['test_ll_diff'])} |")
-    lines += [
-        "",
-        (f"Mean ± standard error (np.std / sqrt(n_splits)) over the first {s['splits']} fixed splits; RMSE and "
-         "test LL (nats per point; the variational model's Gaussian predictive, the BSGP's mixture over kept samples) "
-         "in the original units "
-         "of y; X standardised on the training rows. variational: SparseGPRegressor defaults. bsgp: "
-         f"inference=SGHMC(n_chains={s['n_chains']}, step_size={s['step_size']}, friction={s['friction']}), "
-         f"batch_size={s['batch_size']}, inducing_prior={s['inducing_prior']!r}, chains started from the "
-         f"variational fit, {s['burn_in_steps']} burn-in steps, {s['n_kept']} samples per chain "
-         f"{s['thinning_steps']} steps apart (rounded up to whole epochs); its fit time includes the variational "
-         "start. R-hat: largest split R-hat of the training log-likelihoods and log hyperparameters; R-hat (log-lik): "
-         "of the training log-likelihoods only (the predictive quantities); R-hat (hyper): of the log length-scales, "
-         "signal and noise variances only."),
-    ]
-    lines += environment_lines(report)
-    return "\n".join(lines) + "\n"
-
-
-def markdown_defaults(report):
-    """The table of a ``--defaults`` run: the estimator at inference='variational' and at inference='sghmc'."""
-    s = report["settings"]
-    estimator = "SparseGPRegressor(" if s.get("model", "sparse") == "sparse" else "DeepGPRegressor(('auto',), "
-    names = {"variational": "variational", "bsgp": "sghmc"}
-    lines = ["| dataset | inference | n_splits | RMSE | test LL | fit time (s) | R-hat | R-hat (log-lik) "
-             "| R-hat (hyper) | warned (not mixed) |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, per_method in report["aggregates"].items():
-        for method in METHODS:
-            if method in per_method:
-                agg = per_method[method]
-                rows = report["splits"][name].get(method, []) if isinstance(report["splits"].get(name), dict) else []
-                warned = sum(bool(r.get("warned_not_mixed")) for r in rows)
-                lines.append(f"| {name} | {names[method]} | {agg['n_splits']} "
-                             f"| {mean_se(agg, 'rmse', 4)} | {mean_se(agg, 'test_ll')} "
-                             f"| {mean_se(agg, 'fit_time_s', 1)} | {mean_se(agg, 'rhat', 2)} "
-                             f"| {mean_se(agg, 'rhat_log_lik', 2)} | {mean_se(agg, 'rhat_hyperparameters', 2)} "
-                             f"| {warned if method == 'bsgp' else '—'} of {agg['n_splits']} |")
-    lines += ["", "| dataset | test LL, sghmc minus variational, per split |", "|---|---|"]
-    for name, p in report["paired"].items():
-        lines.append(f"| {name} | {', '.join(f'{d:+.3f}' for d in p['test_ll_diff'])} |")
-    lines += [
-        "",
-        (f"{estimator}n_inducing={s['n_inducing']}, random_state=SPLIT) at its defaults otherwise, with "
-         "inference='variational' and with inference='sghmc' (SampledSparseGP(): the default variational fit, then "
-         "SGHMC's default schedule from it). Mean ± standard error (np.std / sqrt(n_splits)) over the first "
-         f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X standardised "
-         "on the training rows; the sampled fit's time includes its variational start. R-hat: largest split R-hat "
-         "of the training log-likelihoods and log hyperparameters of every layer; warned: fits whose "
-         "ConvergenceWarning said the chains had not mixed."),
-    ]
-    lines += environment_lines(report)
+    if defaults:
+        estimator = "SparseGPRegressor(" if s.get("model", "sparse") == "sparse" else "DeepGPRegressor(('auto',), "
+        note = (
+            f"{estimator}n_inducing={s['n_inducing']}, random_state=SPLIT) at its defaults otherwise, with "
+            "inference='variational' and with inference='sghmc' (SampledSparseGP(): the default variational fit, then "
+            "SGHMC's default schedule from it). Mean ± standard error (np.std / sqrt(n_splits)) over the first "
+            f"{s['splits']} fixed splits; RMSE and test LL (nats per point) in the original units of y; X standardised "
+            "on the training rows; the sampled fit's time includes its variational start. R-hat: largest split R-hat "
+            "of the training log-likelihoods and log hyperparameters of every layer; warned: fits whose "
+            "ConvergenceWarning said the chains had not mixed.")
+    else:
+        note = (
+            f"Mean ± standard error (np.std / sqrt(n_splits)) over the first {s['splits']} fixed splits; RMSE and "
+            "test LL (nats per point; the variational model's Gaussian predictive, the BSGP's mixture over kept "
+            "samples) in the original units "
+            "of y; X standardised on the training rows. variational: SparseGPRegressor defaults. bsgp: "
+            f"inference=SGHMC(n_chains={s['n_chains']}, step_size={s['step_size']}, friction={s['friction']}), "
+            f"batch_size={s['batch_size']}, inducing_prior={s['inducing_prior']!r}, chains started from the "
+            f"variational fit, {s['burn_in_steps']} burn-in steps, {s['n_kept']} samples per chain "
+            f"{s['thinning_steps']} steps apart (rounded up to whole epochs); its fit time includes the variational "
+            "start. R-hat: largest split R-hat of the training log-likelihoods and log hyperparameters; R-hat "
+            "(log-lik): of the training log-likelihoods only (the predictive quantities); R-hat (hyper): of the log "
+            "length-scales, signal and noise variances only.")
+    lines += ["", note, *environment_lines(report)]
     return "\n".join(lines) + "\n"
 
 
