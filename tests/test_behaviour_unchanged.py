@@ -36,7 +36,10 @@ the first file (Vadam's posterior precision scaled by the batch size,
 ``skbayes.nn.ImplicitLinear``, Bayes by Hypernet's entropy-based KL estimate,
 Bayes by GAN's KL check), and the predictions of ``reg_pbp`` and
 ``reg_pbp_batch`` (PBP's moment-matched predictive became its default; their
-loss curves and diagnostics were unchanged). Every other output is as written.
+loss curves and diagnostics were unchanged); and ``gpc_sghmc`` in the second
+file (each chain of a sampled GP classifier starts at its own draw from the
+fitted q(v); chain c had started at the sum of c + 1 draws). Every other
+output is as written.
 """
 
 import numpy as np

@@ -93,9 +93,8 @@ def _chains(first, X_t, y_t, n_chains, generator):
     fitted Z and theta. Classification: the fitted variational q(v), one
     independent draw per latent function.
     """
-    chains = []
-    for c in range(n_chains):
-        chain = first if c == 0 else copy.deepcopy(first)
+    chains = [first, *(copy.deepcopy(first) for _ in range(n_chains - 1))]  # copies of the fit, not of chain 0
+    for chain in chains:
         gp, likelihood = chain["gp"], chain["likelihood"]
         with torch.no_grad():
             if _gaussian(likelihood):
@@ -108,7 +107,6 @@ def _chains(first, X_t, y_t, n_chains, generator):
         # v lives in q_mean; q's scale and the constant mean c are not sampled.
         gp.raw_q_scale_tril.requires_grad_(False)
         gp.mean_constant.requires_grad_(False)
-        chains.append(chain)
     return torch.nn.ModuleList(chains)
 
 
@@ -168,7 +166,8 @@ def _log_hyperparameters(gps, likelihood):
     return [t for gp in gps for t in (gp.kernel.length_scale.log(), gp.kernel.variance.log().reshape(1))] + extra
 
 
-def _run_chains(chains, key, method, energy, trace, n_samples, generator, batch_size, run_loop):
+def _run_chains(chains, key, method, energy, trace, n_samples, generator, batch_size, run_loop,
+                stochastic_energy=False):
     """Sample ``chains`` (a ModuleList of models with ``key`` and ``"likelihood"``) by ``method``'s GP hook.
 
     ``trace(chain)`` returns the training log-likelihoods (their mean, then
@@ -179,7 +178,8 @@ def _run_chains(chains, key, method, energy, trace, n_samples, generator, batch_
     """
     module = torch.nn.ModuleDict({"chains": chains})
     context = FitContext(generator=generator, n_data=n_samples, batch_size=batch_size)
-    training = method.prepare_gp(module, energy, n_samples, context, trace=trace)
+    training = method.prepare_gp(module, energy, n_samples, context, trace=trace,
+                                 stochastic_energy=stochastic_energy)
     chains.train()
     result = run_loop(training.loss_fn, training.optimizer, callbacks=training.callbacks, module=module,
                       **training.loop)
@@ -198,9 +198,8 @@ def _run_chains(chains, key, method, energy, trace, n_samples, generator, batch_
 
 def _deep_chains(first, n_chains, generator):
     """One deep GP per chain, copies of the DSVI fit ``first``, each layer's v drawn from its fitted q(v)."""
-    chains = []
-    for c in range(n_chains):
-        chain = first if c == 0 else copy.deepcopy(first)
+    chains = [first, *(copy.deepcopy(first) for _ in range(n_chains - 1))]  # copies of the fit, not of chain 0
+    for chain in chains:
         for gp in chain["dgp"].layers:
             with torch.no_grad():
                 noise = torch.randn(gp.q_mean.shape, generator=generator, dtype=gp.q_mean.dtype,
@@ -212,7 +211,6 @@ def _deep_chains(first, n_chains, generator):
             gp.raw_q_scale_tril.requires_grad_(False)
             if isinstance(gp.mean_constant, torch.nn.Parameter):
                 gp.mean_constant.requires_grad_(False)
-        chains.append(chain)
     return torch.nn.ModuleList(chains)
 
 
@@ -244,7 +242,9 @@ def sample_deep_posterior(variational, method, X_t, y_t, priors, generator, batc
         return torch.cat([log_lik.mean().reshape(1), log_lik[:_N_RHAT_ROWS],
                           *_log_hyperparameters(dgp.layers, likelihood)])
 
-    return _run_chains(chains, "dgp", method, energy, trace, n_samples, generator, batch_size, run_loop)
+    # with inner layers the energy propagates fresh draws: its gradient is noisy even on all the rows
+    return _run_chains(chains, "dgp", method, energy, trace, n_samples, generator, batch_size, run_loop,
+                       stochastic_energy=chains[0]["dgp"].n_layers > 1)
 
 
 def _per_sample(module, name):

@@ -488,11 +488,12 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             On NaN/inf or wrongly shaped input, a feature count that differs
             from earlier calls, y with several columns or a diverging loss.
         """
-        first = not hasattr(self, "module_")
+        first = not hasattr(self, "module_") or _bsgp.is_sampled(self)  # a sampled fit restarts from this batch
         X, y = self._validate_training_data(X, y, reset=first)
         if first:
             self._resolve_inference()
             y = self._initialise(X, y)
+            self.__dict__.pop("inference_diagnostics_", None)
             self.loss_curve_, self.n_iter_, self.n_seen_ = [], 0, 0
         else:
             y = (y - self._y_mean) / self._y_scale
@@ -579,9 +580,10 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         are gathered over the blocks, so the (n, S) components of all rows
         are never held at once. The draws come from a CPU generator seeded
         with ``seed`` (default: the prediction seed fixed at ``fit``) and are
-        shared by all rows. A sampled fit's S components are taken from the
-        kept samples in turn (component s from sample s mod K), each with one
-        propagated draw of its own layers.
+        shared by all rows. A sampled fit's S components come from its K kept
+        samples: component s from sample s mod K when S >= K, else from
+        sample floor(s K / S) (spread over the chains), each component one
+        propagated draw of its sample's layers.
         """
         dgp = self.module_["dgp"]
         n_draws = self._n_components() if n_draws is None else n_draws
@@ -608,13 +610,13 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         """Components of a sampled fit at x (n, d): means and latent variances (S, n), noise variances (S,) numpy."""
         module, samples = self.module_, self.module_["samples"]
         dgp, n_kept = module["dgp"], samples.n_samples
+        owners = np.arange(n_draws) % n_kept if n_draws >= n_kept else np.arange(n_draws) * n_kept // n_draws
+        counts = np.bincount(owners, minlength=n_kept)
         means, variances, noise = [], [], []
         try:
-            for k in range(n_kept):
-                count = len(range(k, n_draws, n_kept))
-                if not count:
-                    break
-                samples.load_(k, module)
+            for k in np.flatnonzero(counts):
+                count = int(counts[k])
+                samples.load_(int(k), module)
                 mean, var = deep_conditional(dgp, x, dgp.draw_noise(count, 1, generator))
                 means.append(mean.expand(count, -1))
                 variances.append(var.expand(count, -1))

@@ -289,7 +289,7 @@ class InferenceMethod(BaseEstimator):
             finish=lambda: {"kl": float(network.kl().detach())},
         )
 
-    def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
+    def prepare_gp(self, module, energy, n_rows, context, *, trace=None, stochastic_energy=False):
         """The loss, optimiser and hooks that sample a sparse GP's chains (the GP's hook).
 
         The GP estimators (regression, classification, deep GP) describe
@@ -316,6 +316,10 @@ class InferenceMethod(BaseEstimator):
         trace : callable, optional
             ``trace(chain) -> torch.Tensor of shape (q,)``: scalars of one
             chain whose split R-hat over the kept samples is reported.
+        stochastic_energy : bool, default=False
+            Whether ``energy`` draws noise of its own (the deep GP's
+            propagated draws), so that its gradient is noisy even on all the
+            training rows at once.
 
         Returns
         -------

@@ -159,6 +159,7 @@ class MNF(InferenceMethod):
             prior_scale=settings.prior_scale,
             posterior_init_scale=self.posterior_init_scale,
             prior_scaling=self.prior_scaling,
+            generator=generator,
             **self._flow_settings(),
         )
         network = BayesianModuleNetwork(

@@ -522,7 +522,7 @@ class SGHMC(StackedMLPMethod):
         loop = {"max_iter": burn_in + thinning * n_kept * (1 + n_extensions), "max_steps": None}
         return _Schedule(burn_in, thinning, False, burn_in * steps_per_epoch, loop, n_extensions)
 
-    def prepare_gp(self, module, energy, n_rows, context, *, trace=None):
+    def prepare_gp(self, module, energy, n_rows, context, *, trace=None, stochastic_energy=False):
         """SGHMC over the chains of a sparse GP: the same sampler and schedule as for the MLPs.
 
         Every chain samples its own coordinates (the parameters with
@@ -543,8 +543,9 @@ class SGHMC(StackedMLPMethod):
         that would keep exp(-U) invariant, and the chains run hot (on
         bostonHousing the per-datum energy stayed about 1.3 nats above its
         value after the freeze for the whole adaptation). When a minibatch
-        is the whole training set (``batch_size >= n_rows``) the gradient is
-        exact and the sampler injects the full noise 2 alpha eta
+        is the whole training set (``batch_size >= n_rows``) and the energy
+        draws no noise of its own (``stochastic_energy=False``) the gradient
+        is exact and the sampler injects the full noise 2 alpha eta
         (``gradient_noise=False`` of :class:`skbayes.nn.SGHMC`).
 
         ``finish()`` stores the kept samples as ``module["samples"]`` and
@@ -572,7 +573,8 @@ class SGHMC(StackedMLPMethod):
         if not params:
             raise ValueError("Nothing to sample: every coordinate of the model is fixed.")
         optimizer = self._sampler(params, n_data, int(_GP_ADAPT_FRACTION * schedule.burn_in_steps),
-                                  context.generator, gradient_noise=context.batch_size < n_rows)
+                                  context.generator,
+                                  gradient_noise=stochastic_energy or context.batch_size < n_rows)
         orders = member_row_orders(n_chains, n_rows, context.generator)
         keep = KeepChainStates(module, *schedule.keep_args[:2], trace, per_step=schedule.per_step)
 

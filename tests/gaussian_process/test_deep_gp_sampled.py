@@ -145,6 +145,29 @@ def test_same_random_state_same_result_and_no_streaming():
     assert first.sample_y(X[:5], n_samples=7).shape == (5, 7)
     with pytest.raises(AttributeError, match="partial_fit"):
         first.partial_fit(X, y)
-    # a variational refit after a sampled one predicts from q again
+    # a variational refit after a sampled one predicts from q again; so does streaming after a sampled fit
     first.set_params(inference=SparseVariational(max_iter=5)).fit(X, y)
     assert "samples" not in first.module_ and not hasattr(first, "inference_diagnostics_")
+    second.set_params(inference=SparseVariational(max_iter=5)).partial_fit(X, y)
+    assert "samples" not in second.module_ and not hasattr(second, "inference_diagnostics_")
+    assert second.n_iter_ == 1 and second.n_seen_ == 60
+
+
+def test_every_chain_starts_at_its_own_draw_from_the_fitted_q():
+    import copy
+
+    from skbayes.gaussian_process._bsgp import _deep_chains
+
+    X, y = _step(60, 5)
+    model = DeepGPRegressor(n_inducing=6, inference=SparseVariational(max_iter=5), random_state=0).fit(X, y)
+    fitted = copy.deepcopy(model.module_)
+    chains = _deep_chains(model.module_, 3, torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    for chain in chains:  # v = m + L eps, eps ~ N(0, I) drawn chain by chain, layer by layer
+        for gp, start in zip(chain["dgp"].layers, fitted["dgp"].layers):
+            eps = torch.randn(start.q_mean.shape, generator=generator, dtype=start.q_mean.dtype)
+            scale = start.q_scale_tril.detach()
+            expected = start.q_mean.detach() + (scale @ eps[..., None])[..., 0] if eps.ndim > 1 else (
+                start.q_mean.detach() + scale @ eps)
+            torch.testing.assert_close(gp.q_mean.detach(), expected)
+            assert not gp.raw_q_scale_tril.requires_grad

@@ -68,6 +68,8 @@ from ..priors import dpp_log_prob, log_normal_raw_log_prob, standard_normal_log_
 __all__ = ["INDUCING_PRIORS", "KeptStates", "SparseGPPriors", "conditional", "data_log_lik", "deep_conditional",
            "deep_neg_log_posterior", "fitc_log_lik", "mixture_moments", "neg_log_posterior"]
 
+#: Floor of an inner layer's conditional variance before its square root (:func:`deep_conditional`).
+_MIN_PROPAGATED_VARIANCE = 1e-12
 #: The priors p(Z) of the inducing inputs (Rossi 2022, section 6.3.1).
 INDUCING_PRIORS = ("normal", "dpp", "uniform")
 
@@ -303,7 +305,8 @@ def deep_conditional(dgp, x, noise):
         mean, var = conditional(gp, flat)
         mean = mean + flat @ dgp.mean_weight(index)
         lead = h.shape[:-1]  # (1, n) for the first layer, then (S, n)
-        h = mean.reshape(*lead, -1) + var.sqrt().reshape(*lead, -1) * eps
+        # at an inducing input the FITC variance is 0 (clipped): keep the square root's gradient finite
+        h = mean.reshape(*lead, -1) + var.clamp_min(_MIN_PROPAGATED_VARIANCE).sqrt().reshape(*lead, -1) * eps
     mean, var = conditional(dgp.layers[-1], h.reshape(-1, h.shape[-1]))
     return mean.reshape(h.shape[:-1]), var.reshape(h.shape[:-1])
 
@@ -319,9 +322,9 @@ def deep_neg_log_posterior(dgp, likelihood, x, y, n_data, priors, noise):
         - \frac{\log p(\sigma^2)}{N},
 
     with the last layer's inputs drawn by :func:`deep_conditional` (one
-    draw per row and s; unbiased for the log posterior's data term of
-    eq. 6.22 in the "log of expectation" form of the BSGP, eq. 6.17, at the
-    last layer) and every layer under the priors of :class:`SparseGPPriors`
+    draw per row and s: an unbiased estimate of E_eps[log p(y | f̃^{L-1})],
+    the single-sample data term of eq. 6.22, with the BSGP's "log of
+    expectation" form, eq. 6.17, at the last layer) and every layer under the priors of :class:`SparseGPPriors`
     (only its sampled tensors count). With one layer it is
     :func:`neg_log_posterior`.
 

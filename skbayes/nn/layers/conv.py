@@ -134,7 +134,7 @@ class MeanFieldConv2d(StochasticLayer):
             self.register_parameter("bias_rho", None)
 
     @classmethod
-    def from_module(cls, conv, *, prior_scale=1.0, posterior_init_scale=1e-3, **kwargs):
+    def from_module(cls, conv, *, prior_scale=1.0, posterior_init_scale=1e-3, generator=None, **kwargs):
         """A layer whose posterior means are the weights and bias of a :class:`torch.nn.Conv2d`.
 
         Parameters
@@ -142,6 +142,10 @@ class MeanFieldConv2d(StochasticLayer):
         conv : torch.nn.Conv2d
         prior_scale, posterior_init_scale : float
             As in the constructor.
+        generator : torch.Generator, optional
+            Source of a subclass's other initial values (MNF's flows); a
+            fixed-seed one when None (the initial means are overwritten, and
+            the global generator is left alone).
         **kwargs
             Further keyword arguments of a subclass's constructor.
 
@@ -149,7 +153,9 @@ class MeanFieldConv2d(StochasticLayer):
         -------
         layer : MeanFieldConv2d
             On ``conv``'s device and dtype, with its stride, padding, dilation
-            and groups; in mode ``"mean"`` it computes ``conv(x)``.
+            and groups; in mode ``"mean"`` it computes ``conv(x)`` (an
+            :class:`~skbayes.nn.MNFConv2d` scales each feature map by its z at
+            the mean of q(z_0)).
 
         Raises
         ------
@@ -168,8 +174,7 @@ class MeanFieldConv2d(StochasticLayer):
         layer = cls(
             conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
             conv.groups, conv.bias is not None, prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
-            device=conv.weight.device, dtype=conv.weight.dtype, **kwargs,
-            generator=torch.Generator(),  # the initial values are overwritten: leave the global generator alone
+            device=conv.weight.device, dtype=conv.weight.dtype, generator=generator or torch.Generator(), **kwargs,
         )
         with torch.no_grad():
             layer.weight_mu.copy_(conv.weight)

@@ -310,7 +310,7 @@ def to_implicit(module, *, noise_dim=10, hidden_sizes=(32, 64), generator=None):
     Returns
     -------
     module : torch.nn.Module
-        The same object, converted.
+        The converted module (a new object when ``module`` is itself a Linear or Conv2d).
 
     Raises
     ------

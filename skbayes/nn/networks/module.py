@@ -255,16 +255,19 @@ class _VariationalLinearLayer(StochasticLayer):
         self.in_features, self.out_features = layer.in_features, layer.out_features
 
     @classmethod
-    def from_module(cls, linear, *, layer_cls=MeanFieldLinear, prior_scale=1.0, posterior_init_scale=1e-3, **kwargs):
+    def from_module(cls, linear, *, layer_cls=MeanFieldLinear, prior_scale=1.0, posterior_init_scale=1e-3,
+                    generator=None, **kwargs):
         """Start q's means at a :class:`torch.nn.Linear`'s weights (a missing bias starts at 0 and is learned).
 
-        ``kwargs`` go to ``layer_cls`` (e.g. the flow settings of :class:`~skbayes.nn.MNFLinear`).
+        ``kwargs`` go to ``layer_cls`` (e.g. the flow settings of :class:`~skbayes.nn.MNFLinear`);
+        ``generator`` draws the layer's other initial values (MNF's flows), a fixed-seed one when None (the
+        random initial means are overwritten, and the global generator is left alone).
         """
         factory = {"device": linear.weight.device, "dtype": linear.weight.dtype}
-        # the layer's random initial means are overwritten; its own generator leaves the global one alone
         layer = layer_cls(
             linear.in_features, linear.out_features, prior_scale=prior_scale,
-            posterior_init_scale=posterior_init_scale, generator=torch.Generator(), **kwargs, **factory,
+            posterior_init_scale=posterior_init_scale, generator=generator or torch.Generator(), **kwargs,
+            **factory,
         )
         with torch.no_grad():
             layer.mu[:-1].copy_(linear.weight.T)
@@ -359,7 +362,7 @@ def to_mean_field(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_s
     )
 
 
-def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None, **flow_settings):
+def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=None, generator=None, **flow_settings):
     """Swap a module's Linear and Conv2d layers for multiplicative normalising flow layers, in place.
 
     Each :class:`torch.nn.Linear` becomes a :class:`~skbayes.nn.MNFLinear`
@@ -373,13 +376,15 @@ def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=
     module : torch.nn.Module
     prior_scale, posterior_init_scale : float
     prior_scaling : {"fan_in"} or None, default=None
+    generator : torch.Generator, optional
+        Source of the initial flows and reverse models, layer by layer.
     **flow_settings
         ``flow``, ``n_flows``, ``n_flows_reverse``, ``hidden_size`` of the layers.
 
     Returns
     -------
     module : torch.nn.Module
-        The same object, converted.
+        The converted module (a new object when ``module`` is itself a Linear or Conv2d).
 
     Raises
     ------
@@ -392,7 +397,7 @@ def to_mnf(module, *, prior_scale=1.0, posterior_init_scale=1e-3, prior_scaling=
     }
     return _to_variational(
         module, conversions, "MNF", prior_scale=prior_scale, posterior_init_scale=posterior_init_scale,
-        prior_scaling=prior_scaling, **flow_settings,
+        prior_scaling=prior_scaling, generator=generator, **flow_settings,
     )
 
 
@@ -408,9 +413,10 @@ def to_whvi(module, dropout_rate, *, last_layer="mean_field", prior_scale=1.0, p
     ``last_layer="mean_field"``, a factorised Gaussian starting at the
     module's weights (the thesis's output layer); then
     :func:`to_mc_dropout` with ``placement="all"`` puts dropout of
-    ``dropout_rate`` after every convolution and keeps the module's own
-    dropout on at prediction (its KL condition a weight decay of the
-    convolutions).
+    ``dropout_rate`` after every convolution (its KL condition a weight
+    decay of the convolutions), makes the module's own
+    :class:`torch.nn.Dropout` layers MC dropout of that rate, and swaps
+    LSTM, GRU and embedding layers for their variational forms.
 
     Parameters
     ----------
