@@ -26,7 +26,6 @@ from ..base import TorchEstimatorMixin
 from .._param_validation import TRAINING_CONSTRAINTS, Interval, StrOptions
 from ..inference import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
 from ..nn import SVGP, MaternKernel, RBFKernel
-from ..nn.gp.bayesian_sparse_gp import SparseGPPriors
 from .._sklearn_kernels import stationary_to_sklearn_kernel, to_sklearn_kernel
 from . import _bsgp
 
@@ -260,19 +259,8 @@ class BaseSparseGP(TorchEstimatorMixin, BaseEstimator):
         samples in ``module_["samples"]``, the diagnostics and the posterior
         means, and returns the estimator.
         """
-        n_samples = X_t.shape[0]
-        self._optimizer = None
         self._fitted_settings = None  # a later warm_start fit starts afresh
-        noise_seed = self._seeds(np.random.RandomState(self._shuffle_seed + 1), 1)[0]
-
-        def run_loop(loss_fn, optimizer, **loop):
-            return self._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=self._shuffle_seed, **loop)
-
-        self.module_, self.inference_diagnostics_, result = _bsgp.sample_posterior(
-            self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
-            self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
-        )
-        self._store_training_result(result, n_seen=n_samples)
+        _bsgp.run_sampler(self, _bsgp.sample_posterior, method, X_t, y_t)
         means = _bsgp.posterior_means(self.module_)
         self.length_scale_ = means["length_scale"]
         self.signal_std_ = means["signal_std"] * self._signal_scale

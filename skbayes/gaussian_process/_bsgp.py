@@ -12,7 +12,8 @@ lets the object's ``sampler`` sample them
 ``inducing_prior``) in the estimator's shared training loop, and returns the module
 holding the kept samples (``"samples"``) with the diagnostics; the estimator stores
 them and the posterior means of :func:`posterior_means`. These functions take tensors,
-modules and callables and change no estimator. Prediction then averages over the kept
+modules and callables and change no estimator, but for :func:`run_sampler`, which both GP
+estimators call. Prediction then averages over the kept
 samples of the fitted estimator: the per-sample FITC conditionals
 (:func:`latent_marginals`, :func:`joint`) or the per-sample class probabilities
 (:func:`class_probability_draws`). The math is in :mod:`skbayes.nn.gp.bayesian_sparse_gp`.
@@ -26,12 +27,13 @@ import torch
 from .._predictive import MixturePredictive
 from ..inference import GP_ALIASES, FitContext, SampledSparseGP
 from ..nn.functional import gaussian_log_prob
+from ..nn.gp import SparseGPPriors
 from ..nn.gp.bayesian_sparse_gp import (
     conditional, data_log_lik, deep_conditional, deep_neg_log_posterior, mixture_moments, neg_log_posterior,
 )
 
 __all__ = ["check_sampling_method", "class_probability_draws", "is_sampled", "is_sampling", "joint",
-           "latent_marginals", "noise_std_samples", "posterior_means", "sample_deep_posterior", "sample_posterior",
+           "latent_marginals", "noise_std_samples", "posterior_means", "run_sampler", "sample_deep_posterior", "sample_posterior",
            "streams"]
 
 # Training rows whose log-likelihood under every kept sample feeds R-hat (as for the MLP chains).
@@ -245,6 +247,30 @@ def sample_deep_posterior(variational, method, X_t, y_t, priors, generator, batc
     # with inner layers the energy propagates fresh draws: its gradient is noisy even on all the rows
     return _run_chains(chains, "dgp", method, energy, trace, n_samples, generator, batch_size, run_loop,
                        stochastic_energy=chains[0]["dgp"].n_layers > 1)
+
+
+def run_sampler(estimator, sample, method, X_t, y_t):
+    """Sample a fitted GP estimator's posterior in place: ``module_``, ``inference_diagnostics_`` and the loop's result.
+
+    ``sample`` is :func:`sample_posterior` or :func:`sample_deep_posterior`;
+    the chains start from ``estimator.module_`` (its variational fit), the
+    sampler's noise from a seed derived from the estimator's shuffling seed,
+    and the loop is the estimator's own (``_fit_loop``) over the rows of
+    X_t (n, d) and y_t (n,). The only function here that changes an
+    estimator: the GP estimators share it.
+    """
+    n_samples = X_t.shape[0]
+    estimator._optimizer = None
+    noise_seed = estimator._seeds(np.random.RandomState(estimator._shuffle_seed + 1), 1)[0]
+
+    def run_loop(loss_fn, optimizer, **loop):
+        return estimator._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=estimator._shuffle_seed, **loop)
+
+    estimator.module_, estimator.inference_diagnostics_, result = sample(
+        estimator.module_, method, X_t, y_t, SparseGPPriors(inducing=estimator.inference_.inducing_prior),
+        estimator._generator(noise_seed, estimator.device_), estimator._batch_size(n_samples), run_loop,
+    )
+    estimator._store_training_result(result, n_seen=n_samples)
 
 
 def _per_sample(module, name):

@@ -23,7 +23,6 @@ from ..inference import SampledSparseGP, SparseVariational, resolve_gp_inference
 from .._predictive import MixturePredictive
 from ..base import PredictiveRegressorMixin, TorchEstimatorMixin, target_scaling
 from ..nn import SVGP, DeepGP, linear_mean_weights, raw_from_scale_tril
-from ..nn.gp import SparseGPPriors
 from ..nn.gp.bayesian_sparse_gp import deep_conditional
 from .._sklearn_kernels import from_sklearn_kernel
 from . import _bsgp
@@ -438,18 +437,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
 
     def _sample_posterior(self, method, X_t, y_t):
         """Sample every layer's (v, theta, Z) and the noise from the DSVI fit in ``module_`` (Rossi 2022, section 6.3.2)."""
-        n_samples = X_t.shape[0]
-        self._optimizer = None
-        noise_seed = self._seeds(np.random.RandomState(self._shuffle_seed + 1), 1)[0]
-
-        def run_loop(loss_fn, optimizer, **loop):
-            return self._fit_loop(loss_fn, optimizer, n_samples, shuffle_seed=self._shuffle_seed, **loop)
-
-        self.module_, self.inference_diagnostics_, result = _bsgp.sample_deep_posterior(
-            self.module_, method, X_t, y_t, SparseGPPriors(inducing=self.inference_.inducing_prior),
-            self._generator(noise_seed, self.device_), self._batch_size(n_samples), run_loop,
-        )
-        self._store_training_result(result, n_seen=n_samples)
+        _bsgp.run_sampler(self, _bsgp.sample_deep_posterior, method, X_t, y_t)
         self._set_fitted_attributes()
         return self
 

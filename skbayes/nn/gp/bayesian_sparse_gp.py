@@ -273,7 +273,7 @@ def neg_log_posterior(gp, likelihood, x, y, n_data, priors):
     return -log_lik.mean() - priors.log_prob(gp, likelihood, chol_zz) / n_data
 
 
-def deep_conditional(dgp, x, noise):
+def deep_conditional(dgp, x, noise, chols=None):
     r"""Marginals of f^L at x for one sample of every layer's (v, Z, theta): the sampled deep GP's pass.
 
     Each layer's FITC conditional :func:`conditional` given its sampled v;
@@ -292,22 +292,25 @@ def deep_conditional(dgp, x, noise):
     noise : sequence of torch.Tensor
         L - 1 standard normal tensors eps^l of shape (S, n, H_l), or
         (S, 1, H_l) for numbers shared by all rows.
+    chols : sequence of torch.Tensor, optional
+        Each layer's precomputed ``chol_zz()``.
 
     Returns
     -------
     mean, var : torch.Tensor of shape (S, n)
         Mean and variance of p(f^L_n | v^L, f̃^{L-1}_n) per draw (S = 1 with one layer).
     """
+    chols = [None] * dgp.n_layers if chols is None else chols
     h = x.unsqueeze(0)
     for index, eps in enumerate(noise):
         gp = dgp.layers[index]
         flat = h.reshape(-1, h.shape[-1])
-        mean, var = conditional(gp, flat)
+        mean, var = conditional(gp, flat, chols[index])
         mean = mean + flat @ dgp.mean_weight(index)
         lead = h.shape[:-1]  # (1, n) for the first layer, then (S, n)
         # at an inducing input the FITC variance is 0 (clipped): keep the square root's gradient finite
         h = mean.reshape(*lead, -1) + var.clamp_min(_MIN_PROPAGATED_VARIANCE).sqrt().reshape(*lead, -1) * eps
-    mean, var = conditional(dgp.layers[-1], h.reshape(-1, h.shape[-1]))
+    mean, var = conditional(dgp.layers[-1], h.reshape(-1, h.shape[-1]), chols[-1])
     return mean.reshape(h.shape[:-1]), var.reshape(h.shape[:-1])
 
 
@@ -345,11 +348,13 @@ def deep_neg_log_posterior(dgp, likelihood, x, y, n_data, priors, noise):
     -------
     energy : torch.Tensor, scalar
     """
-    mean, var = deep_conditional(dgp, x, noise)
+    chols = [gp.chol_zz() for gp in dgp.layers]  # one factorisation per layer, for the pass and the priors
+    mean, var = deep_conditional(dgp, x, noise, chols)
     log_lik = gaussian_log_prob(y, mean, var + likelihood.noise_std[0] ** 2)
     last = dgp.n_layers - 1
     log_prior = sum(
-        priors.log_prob(gp, likelihood if index == last else None, gp.chol_zz()) for index, gp in enumerate(dgp.layers)
+        priors.log_prob(gp, likelihood if index == last else None, chol) for index, (gp, chol) in
+        enumerate(zip(dgp.layers, chols))
     )
     return -log_lik.mean() - log_prior / n_data
 
