@@ -49,6 +49,8 @@ METHOD_SETTINGS = {
         _SHORT_SGHMC,
         {**_SHORT_SGHMC, "prior": lambda: GPInducedPrior(
             n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)},
+        {**_SHORT_SGHMC, "prior": lambda: GPInducedPrior(
+            n_flows=1, n_measurement_points=8, n_function_draws=16, n_critic_steps=1, max_iter=5)},
     ],
     "DeepEnsemble": [{"n_estimators": 3}],
     "WHVI": [{"n_flows": 1}],

@@ -9,7 +9,9 @@ the data folder), three priors under the same sampler and architecture:
 
 * ``normal``: N(0, 1) on every weight (``SGHMC()``, the estimator's default);
 * ``gpi-g``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True))``;
-* ``gpi-h``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True, hierarchical=True))``.
+* ``gpi-h``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True, hierarchical=True))``;
+* ``gpi-nf``: ``SGHMC(prior=GPInducedPrior(fit_kernel=True, n_flows=K))``, GPI-G's Gaussian through K
+  planar flows per layer (``--n-flows``, default 2); named only on request (``--methods``).
 
 The target GP is ``ConstantKernel * RBF`` with one length-scale per feature,
 fitted to (up to 500) training rows first. X is standardised on the training
@@ -54,6 +56,7 @@ from skbayes.inference import SGHMC, GPInducedPrior  # noqa: E402
 
 DATASETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
 METHODS = ("normal", "gpi-g", "gpi-h")
+ALL_METHODS = (*METHODS, "gpi-nf")
 METRICS = ("rmse", "test_ll", "fit_time_s", "prior_fit_s", "rhat", "final_w1")
 
 
@@ -64,7 +67,8 @@ def parse_args(argv=None):
     parser.add_argument("--render", default=None, metavar="JSON",
                         help="Rewrite the Markdown table of an earlier run's JSON file (beside it) and exit.")
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=ALL_METHODS)
+    parser.add_argument("--n-flows", type=int, default=2, help="planar flows per layer of gpi-nf")
     parser.add_argument("--n-splits", type=int, default=10)
     parser.add_argument("--hidden", type=int, nargs="+", default=[50, 50])
     parser.add_argument("--batch-size", type=int, default=32)
@@ -91,7 +95,8 @@ def make_prior(method, args, n_features):
     if method == "normal":
         return None
     kernel = ConstantKernel(1.0) * RBF(np.ones(n_features))
-    return GPInducedPrior(kernel, fit_kernel=True, hierarchical=method == "gpi-h", max_iter=args.prior_iter)
+    return GPInducedPrior(kernel, fit_kernel=True, hierarchical=method == "gpi-h",
+                          n_flows=args.n_flows if method == "gpi-nf" else 0, max_iter=args.prior_iter)
 
 
 def make_model(prior, args, split, burn_in=None, n_kept=None):
@@ -142,7 +147,7 @@ def markdown(report):
              "| prior fit (s) | R-hat | final W1 |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, per_method in report["aggregates"].items():
-        for method in METHODS:
+        for method in ALL_METHODS:
             if method in per_method:
                 agg = per_method[method]
                 kept = [r for r in report["splits"][name][method] if not r.get("diverged")]
@@ -158,7 +163,8 @@ def markdown(report):
          f"BayesianMLPRegressor(hidden_layer_sizes={tuple(s['hidden'])}, batch_size={s['batch_size']}), "
          f"SGHMC(n_chains={s['n_chains']}, burn_in={s['burn_in']}, thinning={s['thinning']}, "
          f"n_kept_samples={s['n_kept']}, step_size={s['step_size']}); GP-induced priors: "
-         f"GPInducedPrior(ConstantKernel * RBF(ARD), fit_kernel=True, max_iter={s['prior_iter']}). "
+         f"GPInducedPrior(ConstantKernel * RBF(ARD), fit_kernel=True, max_iter={s['prior_iter']})"
+         + (f", gpi-nf with n_flows={s.get('n_flows', 2)}" if "gpi-nf" in s["methods"] else "") + ". "
          "final W1: mean of the last 20 W1 estimates of the prior fit (standardised y units). "
          "diverged: splits whose SGHMC run stopped with a NaN loss; the means are over the other splits."
          + (" QUICK RUN: a smoke test of the script, not a measurement." if s["quick"] else "")),

@@ -11,7 +11,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, WhiteK
 from .._param_validation import Interval
 from .._training import Callback
 from .._sklearn_kernels import from_sklearn_kernel
-from ..nn.priors import LayerGaussianPrior, LayerInverseGammaPrior, fit_functional_prior
+from ..nn.priors import LayerFlowPrior, LayerGaussianPrior, LayerInverseGammaPrior, fit_functional_prior
 
 __all__ = ["GPInducedPrior"]
 
@@ -39,6 +39,16 @@ class GPInducedPrior(BaseEstimator):
       alpha and beta fitted; every chain samples its own layer variances by
       a Gibbs step from InvGamma(alpha + n/2, beta + sum w^2 / 2) after each
       epoch, starting from a draw of the fitted hyperprior.
+    * ``n_flows=K > 0`` (GPI-NF, Rossi 2022, eqs. 5.7-5.9): GPI-G's Gaussian
+      pushed through K planar flows per layer on the layer's weights and
+      biases, w_l = t_K o ... o t_1(w_{0,l}); the scales and the flows are
+      fitted. SGHMC then samples the base weights w_0 under the Gaussian
+      while the network computes with the flowed weights, which is the
+      posterior under the flowed prior without the flows' inverse or density
+      (:meth:`~skbayes.nn.StackedMLP.set_weight_transform`). Each flow adds
+      2 (n_in + 1) n_out + 1 hyperparameters per layer, and every training
+      step applies the flows to every chain's weights: the thesis calls the
+      family too expensive for large networks.
 
     For classification the GP is the prior of each logit (independent per
     class). The fit costs ``max_iter * (n_critic_steps + 1)`` forward passes
@@ -48,7 +58,7 @@ class GPInducedPrior(BaseEstimator):
     The fitted hyperparameters, the W1 estimate of each prior step and the
     GP kernel go into the estimator's ``inference_diagnostics_`` as
     ``"prior_hyperparameters"`` (a dict of per-layer lists: ``weight_scale``
-    and ``bias_scale``, or ``weight_shape``, ``weight_rate``,
+    and ``bias_scale`` (with GPI-NF the base scales, and ``n_flows``), or ``weight_shape``, ``weight_rate``,
     ``bias_shape`` and ``bias_rate``), ``"w1_trace"`` (ndarray of shape
     (max_iter,)) and ``"prior_kernel"`` (the scikit-learn kernel used).
 
@@ -62,6 +72,9 @@ class GPInducedPrior(BaseEstimator):
         standardised inputs.
     hierarchical : bool, default=False
         GPI-H (inverse-Gamma hyperpriors and Gibbs steps) instead of GPI-G.
+    n_flows : int, default=0
+        K planar flows per layer on top of GPI-G's Gaussian (GPI-NF); 0 is
+        GPI-G. Not with ``hierarchical=True``.
     fit_kernel : bool, default=False
         First fit the kernel's hyperparameters to (up to 500 rows of) the
         training data with :class:`~sklearn.gaussian_process.GaussianProcessRegressor`
@@ -85,8 +98,8 @@ class GPInducedPrior(BaseEstimator):
     Raises
     ------
     ValueError
-        At fit, on an invalid value, on ``fit_kernel=True`` with a
-        classifier, or on a kernel :func:`~skbayes.gaussian_process.from_sklearn_kernel`
+        At fit, on an invalid value, on ``n_flows > 0`` with
+        ``hierarchical=True``, on ``fit_kernel=True`` with a classifier, or on a kernel :func:`~skbayes.gaussian_process.from_sklearn_kernel`
         cannot translate.
 
     References
@@ -99,6 +112,7 @@ class GPInducedPrior(BaseEstimator):
     _parameter_constraints = {
         "kernel": [None, Kernel],
         "hierarchical": ["boolean"],
+        "n_flows": [Interval(Integral, 0, None, closed="left")],
         "fit_kernel": ["boolean"],
         "n_measurement_points": [Interval(Integral, 1, None, closed="left")],
         "n_function_draws": [Interval(Integral, 2, None, closed="left")],
@@ -114,6 +128,7 @@ class GPInducedPrior(BaseEstimator):
         kernel=None,
         *,
         hierarchical=False,
+        n_flows=0,
         fit_kernel=False,
         n_measurement_points=32,
         n_function_draws=128,
@@ -125,6 +140,7 @@ class GPInducedPrior(BaseEstimator):
     ):
         self.kernel = kernel
         self.hierarchical = hierarchical
+        self.n_flows = n_flows
         self.fit_kernel = fit_kernel
         self.n_measurement_points = n_measurement_points
         self.n_function_draws = n_function_draws
@@ -166,16 +182,26 @@ class GPInducedPrior(BaseEstimator):
 
         Returns
         -------
-        prior : LayerGaussianPrior or LayerInverseGammaPrior
+        prior : LayerGaussianPrior, LayerInverseGammaPrior or LayerFlowPrior
             Fitted, float32, on the device of X.
         diagnostics : dict
             ``prior_hyperparameters``, ``w1_trace`` and ``prior_kernel``.
         """
         self._validate_params()
+        if self.hierarchical and self.n_flows:
+            raise ValueError(
+                "GPInducedPrior: the flows (n_flows > 0, GPI-NF) go on GPI-G's Gaussian base; "
+                "they cannot be combined with hierarchical=True (GPI-H). Choose one."
+            )
         sk_kernel = self._target_kernel(X, Y, classification, generator)
         kernel = from_sklearn_kernel(sk_kernel, learn=False, device=X.device, dtype=torch.float64)
-        cls = LayerInverseGammaPrior if self.hierarchical else LayerGaussianPrior
-        prior = cls(layer_sizes, device=X.device, dtype=torch.float32)
+        factory = {"device": X.device, "dtype": torch.float32}
+        if self.n_flows:
+            prior = LayerFlowPrior(layer_sizes, self.n_flows, generator=generator, **factory)
+        elif self.hierarchical:
+            prior = LayerInverseGammaPrior(layer_sizes, **factory)
+        else:
+            prior = LayerGaussianPrior(layer_sizes, **factory)
         trace = fit_functional_prior(
             prior,
             kernel,
@@ -228,11 +254,18 @@ def apply_prior(prior, module, generator):
     GPI-G: every chain gets the fitted per-layer scales. GPI-H: every chain
     starts from its own draw of the layer variances from the fitted
     hyperpriors, and the returned callback resamples them each epoch.
+    GPI-NF: the base scales as GPI-G's, and the network computes with the
+    flowed weights (the chains move the base weights).
     """
     network = module["network"]
     with torch.no_grad():
         scales = prior.layer_scales(network.n_members, generator)
     network.set_layer_prior_scales(*(s.to(network.layers[0].weight.device) for s in scales))
+    transform = None
+    if isinstance(prior, LayerFlowPrior):
+        weight = network.layers[0].weight
+        transform = prior.weight_transform().to(device=weight.device, dtype=weight.dtype)
+    network.set_weight_transform(transform)
     if isinstance(prior, LayerInverseGammaPrior):
         return GibbsLayerVariances(module, prior, generator)
     return None

@@ -37,7 +37,7 @@ from .divergences import (
     discriminator_kl, discriminator_loss, gaussian_prior_kl_from_draws, kl_standard_normal_mvn, knn_entropy, knn_kl,
 )
 from .flows import AffineCoupling, FlowSequence, PlanarFlow, make_flow
-from .priors import LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
+from .priors import LayerFlowPrior, LayerGaussianPrior, LayerInverseGammaPrior, WassersteinCritic, fit_functional_prior
 from .functional import ACTIVATIONS, LOG_2PI, gaussian_log_prob, inverse_softplus, relu_moments, uniform_init
 from .init import INITIALIZATIONS, MODULE_INITIALIZATIONS, blr_mean_field, iblm_init, iblm_init_module
 from .gp.kernels import (
@@ -152,6 +152,7 @@ __all__ = [
     "ImplicitLinear",
     "ImplicitMLP",
     "KeptStates",
+    "LayerFlowPrior",
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
     "MCDropoutLayer",

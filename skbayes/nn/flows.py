@@ -29,7 +29,27 @@ from torch.nn import functional as F
 
 from .functional import uniform_init
 
-__all__ = ["AffineCoupling", "FlowSequence", "PlanarFlow", "make_flow"]
+__all__ = ["AffineCoupling", "FlowSequence", "PlanarFlow", "make_flow", "planar_map"]
+
+
+def planar_map(z, u, w, b):
+    """The planar map z + u tanh(w^T z + b) [Rezende2015]_ (eq. 10), and the tanh.
+
+    Parameters
+    ----------
+    z : torch.Tensor of shape (..., dim)
+    u, w : torch.Tensor of shape (dim,)
+        u already constrained (:meth:`PlanarFlow.u_hat`) if the map must be invertible.
+    b : torch.Tensor, scalar
+
+    Returns
+    -------
+    x : torch.Tensor of shape (..., dim)
+    h : torch.Tensor of shape (...)
+        tanh(w^T z + b), for the log-determinant.
+    """
+    h = torch.tanh(z @ w + b)
+    return z + h.unsqueeze(-1) * u, h
 
 
 class PlanarFlow(nn.Module):
@@ -65,8 +85,7 @@ class PlanarFlow(nn.Module):
     def forward(self, z):
         """Map z (..., dim) to (f(z) of shape (..., dim), ``log |det df/dz|`` of shape (...))."""
         u = self.u_hat()
-        h = torch.tanh(z @ self.w + self.b)
-        x = z + h.unsqueeze(-1) * u
+        x, h = planar_map(z, u, self.w, self.b)
         # 1 + u^T w h'(.) >= 1 + min(0, u^T w) >= 0 by the constraint
         log_det = torch.log((1.0 + (1.0 - h * h) * (u @ self.w)).abs().clamp_min(1e-12))
         return x, log_det

@@ -117,6 +117,8 @@ class StackedMLP(nn.Module):
         # Per-member, per-layer prior scales (set_layer_prior_scales); None: prior_scale everywhere.
         self.register_buffer("weight_prior_scales", None)
         self.register_buffer("bias_prior_scales", None)
+        # Per-layer maps of the stored weights to the weights computed with (set_weight_transform).
+        self.weight_transform = None
 
     def set_layer_prior_scales(self, weight_scales, bias_scales):
         """Give every layer its own prior scales, per member or shared (e.g. a GP-induced prior).
@@ -149,8 +151,41 @@ class StackedMLP(nn.Module):
             scales.append(value.detach().expand(self.n_members, n_layers).clone())
         self.weight_prior_scales, self.bias_prior_scales = scales
 
+    def set_weight_transform(self, transform):
+        """Compute with transformed weights: layer l uses ``transform[l](W_l)`` instead of its stored W_l.
+
+        The stored tensors (what a sampler moves and :meth:`neg_log_prior`
+        scores) are then the base variables w_0 of a reparameterised prior
+        w = T(w_0): sampling w_0 from p_0(w_0) p(y | T(w_0)) and computing with
+        T(w_0) samples the posterior under the prior T#p_0, with no need for
+        the density of T (used by the GP-induced flow prior, GPI-NF, Rossi
+        2022, eqs. 5.7-5.9).
+
+        Parameters
+        ----------
+        transform : torch.nn.ModuleList or None
+            One module per layer mapping a tensor of shape (S, n_in + 1,
+            n_out) (the :class:`~skbayes.nn.StackedLinear` layout, bias
+            last) to one of the same shape; its parameters are frozen.
+            None computes with the stored weights.
+        """
+        if transform is not None:
+            if len(transform) != len(self.layers):
+                raise ValueError(f"transform must have one module per layer ({len(self.layers)}); "
+                                 f"got {len(transform)}.")
+            for p in transform.parameters():
+                p.requires_grad_(False)
+        self.weight_transform = transform
+
+    def _computed(self, layer_index, weight):
+        """The weights layer ``layer_index`` computes with, given its stored ``weight`` (S, n_in + 1, n_out)."""
+        if self.weight_transform is None:
+            return weight
+        return self.weight_transform[layer_index](weight)
+
     @classmethod
-    def from_weights(cls, weights, *, activation="relu", prior_scale=1.0, layer_prior_scales=None):
+    def from_weights(cls, weights, *, activation="relu", prior_scale=1.0, layer_prior_scales=None,
+                     weight_transform=None):
         """A StackedMLP holding given weights (copied).
 
         Parameters
@@ -162,6 +197,8 @@ class StackedMLP(nn.Module):
         activation, prior_scale : see the class.
         layer_prior_scales : (weight_scales, bias_scales) or None, default=None
             Passed to :meth:`set_layer_prior_scales` when given.
+        weight_transform : torch.nn.ModuleList or None, default=None
+            Passed to :meth:`set_weight_transform` (shared, not copied).
 
         Returns
         -------
@@ -187,6 +224,8 @@ class StackedMLP(nn.Module):
                 layer.weight.copy_(w)
         if layer_prior_scales is not None:
             network.set_layer_prior_scales(*layer_prior_scales)
+        if weight_transform is not None:
+            network.set_weight_transform(weight_transform)
         return network
 
     def member_tensors(self):
@@ -196,10 +235,11 @@ class StackedMLP(nn.Module):
     def with_member_tensors(self, tensors, layer_prior_scales=None):
         """A new network of this architecture holding ``tensors`` (as :meth:`member_tensors`), copied.
 
-        ``layer_prior_scales`` as in :meth:`from_weights`.
+        ``layer_prior_scales`` as in :meth:`from_weights`; the weight
+        transform is kept.
         """
         return type(self).from_weights(tensors, activation=self.activation, prior_scale=self.prior_scale,
-                                       layer_prior_scales=layer_prior_scales)
+                                       layer_prior_scales=layer_prior_scales, weight_transform=self.weight_transform)
 
     def layer_prior_scales(self):
         """The per-member, per-layer (weight, bias) prior scales, each (n_members, L), or None."""
@@ -214,7 +254,7 @@ class StackedMLP(nn.Module):
         if scales is not None:
             scales = tuple(s[index] for s in scales)
         return type(self).from_weights(weights, activation=self.activation, prior_scale=self.prior_scale,
-                                       layer_prior_scales=scales)
+                                       layer_prior_scales=scales, weight_transform=self.weight_transform)
 
     def forward(self, x, generator=None, sample=True):
         """Every member at its inputs.
@@ -241,7 +281,10 @@ class StackedMLP(nn.Module):
                 f"x must have shape (n, {self.layers[0].in_features}) or "
                 f"({self.n_members}, n, {self.layers[0].in_features}); got {tuple(x.shape)}."
             )
-        return feed_forward(x, self.layers, self.activation)
+        if self.weight_transform is None:
+            return feed_forward(x, self.layers, self.activation)
+        weights = [self._computed(i, layer.weight) for i, layer in enumerate(self.layers)]
+        return feed_forward(x, weights, self.activation, lambda w, h: torch.baddbmm(w[:, -1:], h, w[:, :-1]))
 
     def member_parameters(self, index=None):
         """Weights of the members ``index``, all of them in order if None.
@@ -254,9 +297,16 @@ class StackedMLP(nn.Module):
         -------
         parameters : list of (W, b)
             Per layer, W of shape (S, n_in, n_out) and b of shape (S, 1, n_out)
-            (S = n_members when ``index`` is None).
+            (S = n_members when ``index`` is None); the weights computed
+            with, i.e. after the weight transform if one is set.
         """
-        return [layer.parameters_of(index) for layer in self.layers]
+        if self.weight_transform is None:
+            return [layer.parameters_of(index) for layer in self.layers]
+        out = []
+        for i, layer in enumerate(self.layers):
+            w = self._computed(i, layer.weight if index is None else layer.weight[index])
+            out.append((w[:, :-1], w[:, -1:]))
+        return out
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` members drawn uniformly with replacement.
@@ -300,7 +350,8 @@ class StackedMLP(nn.Module):
         negative log-density of N(0, s^2 I) up to its normalising constant.
         With per-layer scales (:meth:`set_layer_prior_scales`), the sum over
         layers of sum(W_l^2) / (2 s_{w,l}^2) + sum(b_l^2) / (2 s_{b,l}^2),
-        each member with its own scales.
+        each member with its own scales. Always of the stored weights (the
+        base variables of a weight transform, :meth:`set_weight_transform`).
         """
         if self.weight_prior_scales is None:
             scale = 0.5 / self.prior_scale**2

@@ -9,6 +9,9 @@
 """
 
 from .functional import (
+    FrozenLayerFlow,
+    LayerFlow,
+    LayerFlowPrior,
     LayerGaussianPrior,
     LayerInverseGammaPrior,
     WassersteinCritic,
@@ -22,6 +25,9 @@ from .functional import (
 from .gaussian_process import dpp_log_prob, log_normal_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
 __all__ = [
+    "FrozenLayerFlow",
+    "LayerFlow",
+    "LayerFlowPrior",
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
     "WassersteinCritic",

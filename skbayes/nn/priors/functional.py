@@ -29,7 +29,7 @@ thesis prints "+lambda" inside the max, a slip). The prior step needs draws of
 f_M that are differentiable in psi: the weights are reparameterised,
 w = sigma_l epsilon.
 
-Two prior families (Rossi 2022, section 5.4, Table 5.1):
+Three prior families (Rossi 2022, section 5.4, Table 5.1):
 
 * :class:`LayerGaussianPrior` (GPI-G): w ~ N(0, sigma_{w,l}^2) and
   b ~ N(0, sigma_{b,l}^2) per layer l, the scales optimised on the log scale.
@@ -43,6 +43,15 @@ Two prior families (Rossi 2022, section 5.4, Table 5.1):
 
       \sigma^2 \mid w \sim \mathrm{InvGamma}\!\left(\alpha + \tfrac{n}{2},\;
       \beta + \tfrac12 \textstyle\sum_{i=1}^n w_i^2\right).
+
+* :class:`LayerFlowPrior` (GPI-NF): GPI-G's Gaussian as the base p_0 and K
+  planar flows per layer on the layer's weights and biases together,
+  w_l = t_K o ... o t_1(w_{0,l}) with t_k(w) = w + u_k tanh(theta_k^T w + b_k)
+  (eqs. 5.7-5.9); the scales and the flows' u, theta, b are fitted. The
+  density of the flowed prior is never needed: the prior fit only draws from
+  it, and SGHMC samples the base variables w_0 under p_0 while the network
+  computes with T(w_0) (:meth:`~skbayes.nn.StackedMLP.set_weight_transform`),
+  which samples the same posterior over w without inverting the flows.
 
 Weights use the layout of :class:`~skbayes.nn.StackedMLP` (f = W x + b, no
 1/sqrt(fan-in) factor in the forward pass), so sigma_{w,l} is the standard
@@ -64,11 +73,15 @@ import torch
 from torch import nn
 from torch.distributions import InverseGamma
 
+from ..flows import make_flow, planar_map
 from ..functional import generator_device, standard_normal, standard_uniform
 from ..linalg import cholesky
 from ..networks import MLP, forward_with_parameters
 
 __all__ = [
+    "FrozenLayerFlow",
+    "LayerFlow",
+    "LayerFlowPrior",
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
     "WassersteinCritic",
@@ -251,6 +264,132 @@ class LayerInverseGammaPrior(LayerGaussianPrior):
                 variance = conditional.sample()
             out.append(variance.to(sum_sq.device).sqrt())
         return tuple(out)
+
+
+class LayerFlow(nn.Module):
+    """K planar flows on one layer's weights and biases together, in the stacked layout.
+
+    Maps a tensor of shape (S, n_in + 1, n_out) (the bias as the last row, the
+    layout of :class:`~skbayes.nn.StackedLinear`) to one of the same shape:
+    each of the S slices is flattened to a vector of (n_in + 1) n_out values,
+    passed through :class:`~skbayes.nn.flows.PlanarFlow` t_K o ... o t_1
+    (Rossi 2022, eq. 5.7), and reshaped.
+
+    Parameters
+    ----------
+    n_in, n_out : int
+        The layer's input and output widths.
+    n_flows : int
+        K (>= 1).
+    generator : torch.Generator, optional
+        Source of the flows' initial u and theta.
+    device, dtype : optional
+    """
+
+    def __init__(self, n_in, n_out, n_flows, *, generator=None, device=None, dtype=None):
+        super().__init__()
+        self.n_in, self.n_out = int(n_in), int(n_out)
+        self.flow = make_flow("planar", (self.n_in + 1) * self.n_out, int(n_flows), generator=generator,
+                              device=device, dtype=dtype)
+
+    def forward(self, weight):
+        """The flowed weights, shape (S, n_in + 1, n_out), of base weights ``weight`` of that shape."""
+        w, _ = self.flow(weight.reshape(weight.shape[0], -1))
+        return w.reshape(weight.shape)
+
+    def frozen(self):
+        """A :class:`FrozenLayerFlow`: the same map with its constrained u computed once, no gradients."""
+        with torch.no_grad():
+            flows = self.flow.flows
+            return FrozenLayerFlow(torch.stack([f.u_hat() for f in flows]), torch.stack([f.w for f in flows]),
+                                   torch.stack([f.b for f in flows]))
+
+
+class FrozenLayerFlow(nn.Module):
+    """A fitted :class:`LayerFlow` as fixed buffers, for the sampler's every step.
+
+    The map of :class:`LayerFlow` without its log-determinants, with each
+    flow's constrained u (:meth:`~skbayes.nn.flows.PlanarFlow.u_hat`) stored
+    instead of recomputed.
+
+    Parameters
+    ----------
+    u, w : torch.Tensor of shape (K, D)
+    b : torch.Tensor of shape (K,)
+    """
+
+    def __init__(self, u, w, b):
+        super().__init__()
+        self.register_buffer("u", u.detach().clone())
+        self.register_buffer("w", w.detach().clone())
+        self.register_buffer("b", b.detach().clone())
+
+    def forward(self, weight):
+        """The flowed weights, shape (S, n_in + 1, n_out), of base weights ``weight`` of that shape."""
+        z = weight.reshape(weight.shape[0], -1)
+        for u, w, b in zip(self.u, self.w, self.b):
+            z, _ = planar_map(z, u, w, b)
+        return z.reshape(weight.shape)
+
+
+class LayerFlowPrior(LayerGaussianPrior):
+    """GPI-NF: GPI-G's per-layer Gaussian pushed through K planar flows per layer [Tran2022]_.
+
+    w_{0,l} = (W_l, b_l) ~ N(0, diag(sigma_{w,l}^2, sigma_{b,l}^2)) and
+    w_l = t_{l,K} o ... o t_{l,1}(w_{0,l}) with
+    t_k(w) = w + u_k tanh(theta_k^T w + b_k) on the (n_in + 1) n_out values of
+    layer l (Rossi 2022, eqs. 5.7-5.9, Table 5.1 "GPI-NF"). The scales and
+    every flow's u, theta and b are the hyperparameters psi. The flows start
+    near the identity (:class:`~skbayes.nn.flows.PlanarFlow`), so the prior
+    starts as GPI-G's.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int
+        ``[n_features, *hidden_layer_sizes, n_outputs]``.
+    n_flows : int
+        K, per layer (>= 1).
+    generator : torch.Generator, optional
+        Source of the flows' initial parameters.
+    device, dtype : optional
+    """
+
+    def __init__(self, layer_sizes, n_flows, *, generator=None, device=None, dtype=None):
+        super().__init__(layer_sizes, device=device, dtype=dtype)
+        self.n_flows = int(n_flows)
+        dtype = self.log_weight_scale.dtype
+        self.flows = nn.ModuleList(
+            LayerFlow(n_in, n_out, self.n_flows, generator=generator, device=device, dtype=dtype)
+            for n_in, n_out in _layer_shapes(self.layer_sizes)
+        )
+
+    def sample_parameters(self, n_draws, generator=None):
+        """``n_draws`` networks from the flowed prior, differentiable in the scales and the flows.
+
+        Returns
+        -------
+        parameters : list of (W, b)
+            Per layer, W of shape (n_draws, n_in, n_out) and b of shape
+            (n_draws, 1, n_out).
+        """
+        parameters = []
+        for (w, b), flow in zip(super().sample_parameters(n_draws, generator), self.flows):
+            flowed = flow(torch.cat([w, b], dim=1))
+            parameters.append((flowed[:, :-1], flowed[:, -1:]))
+        return parameters
+
+    def weight_transform(self):
+        """The per-layer maps from base to prior weights, frozen, for :meth:`~skbayes.nn.StackedMLP.set_weight_transform`.
+
+        Returns
+        -------
+        transform : torch.nn.ModuleList of FrozenLayerFlow
+        """
+        return nn.ModuleList(flow.frozen() for flow in self.flows)
+
+    def hyperparameters(self):
+        """The fitted base scales (dict of per-layer lists) and ``n_flows``; the flows stay in the module."""
+        return {**super().hyperparameters(), "n_flows": self.n_flows}
 
 
 def inverse_gamma_conditional(shape, rate, sum_sq, n):
