@@ -4,7 +4,7 @@ Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
 ``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"whvi"``,
-``"mnf"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
+``"mnf"``, ``"laplace"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -26,6 +26,7 @@ from ._gan import BayesByGAN
 from ._gp import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
 from ._gpi_prior import GPInducedPrior
 from ._hypernet import BayesByHypernet
+from ._laplace import Laplace
 from ._mnf import MNF
 from ._pbp import PBP
 from ._sghmc import SGHMC
@@ -42,6 +43,7 @@ __all__ = [
     "GP_ALIASES",
     "GPInducedPrior",
     "InferenceMethod",
+    "Laplace",
     "MCDropout",
     "MNF",
     "MeanFieldVI",
@@ -69,6 +71,7 @@ ALIASES = {
     "bbh": BayesByHypernet,
     "bbg": BayesByGAN,
     "mnf": MNF,
+    "laplace": Laplace,
 }
 
 

@@ -74,7 +74,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         log-likelihood than Gaussian noise on every dataset tried, see the
         user guide), ``"homoscedastic"`` for ``MeanFieldVI``, ``Vadam``,
         ``MNF`` and ``BayesByHypernet`` (heavy tails let their posteriors
-        relax onto the prior and call the signal noise) and for ``PBP``:
+        relax onto the prior and call the signal noise), and for ``PBP`` and
+        ``Laplace``:
 
         - ``"homoscedastic"``: Gaussian, one noise level per output;
         - ``"heteroscedastic"``: Gaussian with a noise level per row: the
@@ -86,8 +87,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
           degrees of freedom nu > 2 per output, robust to outlying targets
           (:class:`skbayes.nn.StudentTLikelihood`).
 
-        ``PBP`` fits ``"homoscedastic"`` only; every other method fits all
-        three.
+        ``PBP`` and ``Laplace`` fit ``"homoscedastic"`` only; every other
+        method fits all three.
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation (the Student-t's scale with
         ``noise="student_t"``): ``"learn"`` fits it (type-II maximum

@@ -14,6 +14,7 @@ equation cited in their docstrings. The files are laid out by role:
 ``objectives.py``          minibatch negative ELBO, KL warm-up
 ``diagnostics.py``         split R-hat of MCMC chains
 ``flows.py``               normalising flows (planar, RealNVP coupling)
+``laplace.py``             last-layer Laplace posterior and its evidence
 ``init/``                  initialisations of a mean-field posterior (I-BLM,
                            the data-independent ones)
 ``layers/``                linear layers, one file per posterior; drop-in

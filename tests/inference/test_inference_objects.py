@@ -78,6 +78,7 @@ DIAGNOSTICS = {
     "Vadam": {"kl"},
     "PBP": {"kl", "prior_std", "n_rejected"},
     "DeepEnsemble": {"neg_log_prior"},
+    "Laplace": {"prior_precision", "log_evidence", "n_evidence_iter"},
     "SGHMC": {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"},
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},

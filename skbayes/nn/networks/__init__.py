@@ -8,6 +8,8 @@
 * :mod:`.module`: :class:`BayesianModuleNetwork` and
   :class:`StackedModuleNetwork`, any torch module behind the estimators'
   protocols, and the conversions that make its layers Bayesian.
+* :mod:`.laplace`: :class:`LastLayerLaplaceMLP`, an MLP at the MAP with a
+  Gaussian posterior over its last layer (last-layer Laplace).
 * :mod:`.mnf`: :class:`MNFMLP`, multiplicative normalising flow layers.
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
@@ -23,6 +25,7 @@
 """
 
 from .implicit import ImplicitMLP, ImplicitModuleNetwork, SliceDiscriminator
+from .laplace import LastLayerLaplaceMLP
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
 from .module import BayesianModuleNetwork, StackedModuleNetwork
@@ -43,6 +46,7 @@ __all__ = [
     "ConvEncoder",
     "ImplicitMLP",
     "ImplicitModuleNetwork",
+    "LastLayerLaplaceMLP",
     "PBPNetwork",
     "RowMoments",
     "SliceDiscriminator",

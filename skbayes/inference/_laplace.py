@@ -1,0 +1,163 @@
+"""The Laplace approximation at the MAP, with its evidence tuning the prior and the noise (Daxberger et al. 2021)."""
+
+import torch
+
+from .._param_validation import StrOptions
+from ..nn.functional import inverse_softplus
+from ..nn.laplace import last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence
+from ..nn.networks.laplace import LastLayerLaplaceMLP
+from ._base import Training, adam
+from ._ensemble import StackedMLPMethod
+from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
+
+__all__ = ["Laplace"]
+
+# Rows per block when the features of the training rows are computed.
+_FEATURE_BLOCK = 8192
+
+
+@method_doc()
+class Laplace(StackedMLPMethod):
+    r"""Last-layer Laplace approximation at the MAP network, the prior and noise tuned by the evidence.
+
+    The network is trained to its maximum a posteriori (MAP) weights through
+    the shared loop (Adam on the per-datum negative log posterior with the
+    N(0, ``prior_scale``\ :sup:`2`) prior, as one member of
+    :class:`DeepEnsemble`). Then the hidden layers are fixed and the last
+    layer gets the Gaussian posterior of the Laplace approximation
+    (Daxberger et al. 2021, eqs. 3-4, the last-layer subset of section 3.2):
+    with phi(x) the last hidden activations and a constant, output j is
+    linear in its weights, so the generalised Gauss-Newton matrix equals the
+    Hessian, A_j = delta_j I + Phi^T Phi / sigma_j^2, and the approximation is
+    exact given phi (see :mod:`skbayes.nn.laplace`).
+
+    With ``prior_tuning="post_hoc"`` (the default) the prior precision
+    delta (one for the layer) and the noise variance sigma_j^2 of each output
+    (delta alone when ``noise_std`` is fixed) are set to the maximum of the Laplace evidence (post-hoc marginal-likelihood tuning,
+    Immer et al. 2021), found by MacKay's fixed point; the last layer's mean
+    is then the posterior mean under the tuned prior. With no hidden layer
+    this is Bayesian linear regression at its evidence maximum, what
+    :class:`~sklearn.linear_model.BayesianRidge` computes (on the
+    standardised targets). With ``prior_tuning=None``, delta_j =
+    1 / ``prior_scale``\ :sup:`2` and sigma_j is the MAP's noise.
+
+    Prediction draws ``n_mc_predict`` last layers from the posterior (the
+    linearised predictive is exact for a linear last layer; the draws give
+    the estimators' mixture, quantiles and ``sample_y``).
+    ``inference_diagnostics_`` holds ``prior_precision`` (delta, one for
+    the layer, shared by the outputs; in standardised target units), ``log_evidence`` (the
+    summed log marginal likelihood of the last layer, nats, standardised
+    units) and ``n_evidence_iter``.
+
+    Regression with Gaussian noise (``noise="homoscedastic"``) only; the
+    classifier, the other Hessian structures and subsets of weights, and a
+    torch ``module=`` are not supported yet and are refused at fit.
+
+    Parameters
+    ----------
+    subset : {"last_layer"}, default="last_layer"
+        The weights that get a posterior; the others stay at the MAP.
+    hessian : {"full"}, default="full"
+        Structure of the Hessian of the subset: the full (P x P) matrix per output.
+    prior_tuning : {"post_hoc"} or None, default="post_hoc"
+        Maximise the evidence over the prior precision and the noise after
+        the MAP fit, or keep ``prior_scale`` and the MAP's noise.
+    %(adam_parameters)s
+    %(stopping_parameters)s
+    %(predict_parameters)s
+
+    References
+    ----------
+    .. [Daxberger2021] E. Daxberger, A. Kristiadi, A. Immer, R. Eschenhagen,
+       M. Bauer and P. Hennig, "Laplace Redux - effortless Bayesian deep
+       learning", NeurIPS 2021.
+    .. [Immer2021] A. Immer, M. Bauer, V. Fortuin, G. Rätsch and M. E. Khan,
+       "Scalable marginal likelihood estimation for model selection in deep
+       learning", ICML 2021.
+
+    Examples
+    --------
+    >>> from skbayes import BayesianMLPRegressor
+    >>> from skbayes.inference import Laplace
+    >>> BayesianMLPRegressor(inference=Laplace(), noise="homoscedastic")
+    BayesianMLPRegressor(inference=Laplace(), noise='homoscedastic')
+    """
+
+    supports_classification = False
+    supports_partial_fit = False
+    noise_models = frozenset({"homoscedastic"})
+    auto_noise = "homoscedastic"
+
+    _parameter_constraints = {
+        **ADAM_CONSTRAINTS,
+        **STOPPING_CONSTRAINTS,
+        **PREDICT_CONSTRAINTS,
+        "subset": [StrOptions({"last_layer"})],
+        "hessian": [StrOptions({"full"})],
+        "prior_tuning": [StrOptions({"post_hoc"}), None],
+    }
+
+    def __init__(
+        self, subset="last_layer", hessian="full", prior_tuning="post_hoc", *, learning_rate_init=3e-3, beta_1=0.9,
+        beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        n_mc_predict=100,
+    ):
+        self.subset = subset
+        self.hessian = hessian
+        self.prior_tuning = prior_tuning
+        self.learning_rate_init = learning_rate_init
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.n_mc_predict = n_mc_predict
+
+    def n_members(self):
+        return 1
+
+    def n_likelihood_members(self):
+        return None
+
+    def can_warm_start(self, module):
+        return False  # the fitted network is the Laplace posterior, not the MAP network: refit
+
+    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
+        raise ValueError("Laplace works on the MLP only for now; a torch module takes MCDropout, MeanFieldVI, MNF, "
+                         "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC.")
+
+    def prepare(self, module, X, Y, settings, context):
+        loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
+
+        def finish():
+            network, likelihood = module["network"], module["likelihood"]
+            dtype = network.layers[0].weight.dtype
+            weights = [layer.weight.detach()[0] for layer in network.layers]
+            map_network = LastLayerLaplaceMLP(weights[:-1], weights[-1], torch.zeros(
+                (weights[-1].shape[1], weights[-1].shape[0], weights[-1].shape[0]), dtype=dtype,
+                device=weights[-1].device), settings.activation)
+            with torch.no_grad():
+                phi = torch.cat([map_network.features(X[i:i + _FEATURE_BLOCK])
+                                 for i in range(0, X.shape[0], _FEATURE_BLOCK)]).double()
+                y = Y.double()
+                noise_var = likelihood.noise_variance().detach().double().reshape(-1)
+                precision = torch.full_like(noise_var, 1.0 / settings.prior_scale**2)
+                n_iter = 0
+                if self.prior_tuning == "post_hoc":
+                    learn_noise = likelihood.raw_noise.requires_grad
+                    noise_var, precision, n_iter = maximize_last_layer_evidence(phi, y, noise_var, precision,
+                                                                                learn_noise=learn_noise)
+                    if learn_noise:
+                        likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+                mean, chol = last_layer_posterior(phi, y, noise_var, precision)
+                evidence = last_layer_log_evidence(phi, y, noise_var, precision)
+            module["network"] = LastLayerLaplaceMLP(weights[:-1], mean.to(dtype), chol.to(dtype), settings.activation)
+            return {
+                "prior_precision": float(precision[0]),
+                "log_evidence": float(evidence.sum()),
+                "n_evidence_iter": int(n_iter),
+            }
+
+        return Training(loss_fn, adam(module.parameters(), self), finish=finish)

@@ -1,0 +1,128 @@
+"""Last-layer Laplace (Daxberger et al. 2021) with evidence tuning: the closed forms of Bayesian linear regression,
+scikit-learn's BayesianRidge, the evidence by scipy, and held-out coverage on a nonlinear toy."""
+
+import numpy as np
+import pytest
+import torch
+from _exact_blr import exact_blr_predictive, make_blr_data
+from scipy.stats import multivariate_normal
+from sklearn.linear_model import BayesianRidge
+
+from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
+from skbayes.inference import Laplace
+from skbayes.nn.laplace import last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+def _moments(model, X):
+    network = model.module_["network"]
+    return network.predictive_moments(torch.tensor(X, dtype=network.mean.dtype))
+
+
+def _features(n=80, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 3)
+    y = X @ [1.0, -2.0, 0.5] + 0.7 + 0.4 * rng.randn(n)
+    return X, y, torch.tensor(np.hstack([X, np.ones((n, 1))])), torch.tensor(y[:, None])
+
+
+def _bayesian_ridge(phi, y):
+    # no intercept of its own and flat hyperpriors: the model of skbayes.nn.laplace on the features phi
+    return BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=2000, alpha_1=0, alpha_2=0, lambda_1=0, lambda_2=0,
+                         compute_score=True).fit(phi, y)
+
+
+def test_posterior_and_evidence_match_closed_forms():
+    X, y, phi, Y = _features()
+    noise_var, precision = torch.tensor([0.3], dtype=torch.float64), torch.tensor([2.0], dtype=torch.float64)
+    mean, chol = last_layer_posterior(phi, Y, noise_var, precision)
+    P = phi.numpy()
+    cov = np.linalg.inv(2.0 * np.eye(4) + P.T @ P / 0.3)
+    np.testing.assert_allclose((chol[0] @ chol[0].T).numpy(), cov, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mean[:, 0].numpy(), cov @ P.T @ y / 0.3, rtol=1e-10)
+    K = P @ P.T / 2.0 + 0.3 * np.eye(len(y))  # y ~ N(0, Phi Phi^T / delta + sigma^2 I)
+    expected = multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    assert float(last_layer_log_evidence(phi, Y, noise_var, precision)[0]) == pytest.approx(expected, rel=1e-10)
+
+
+def test_evidence_maximum_is_bayesian_ridges():
+    X, y, phi, Y = _features()
+    one = torch.ones(1, dtype=torch.float64)
+    noise_var, precision, n_iter = maximize_last_layer_evidence(phi, Y, one, one)
+    ridge = _bayesian_ridge(phi.numpy(), y)
+    assert 1.0 / float(noise_var) == pytest.approx(ridge.alpha_, rel=1e-6)
+    assert float(precision) == pytest.approx(ridge.lambda_, rel=1e-6)
+    assert float(last_layer_log_evidence(phi, Y, noise_var, precision)[0]) == pytest.approx(ridge.scores_[-1], rel=1e-8)
+    # a maximum: nudging either value lowers the evidence
+    best = float(last_layer_log_evidence(phi, Y, noise_var, precision)[0])
+    for factor in (0.8, 1.25):
+        assert float(last_layer_log_evidence(phi, Y, noise_var * factor, precision)[0]) < best
+        assert float(last_layer_log_evidence(phi, Y, noise_var, precision * factor)[0]) < best
+    # with the noise fixed, only delta moves
+    fixed, precision_alone, _ = maximize_last_layer_evidence(phi, Y, 0.5 * one, one, learn_noise=False)
+    assert float(fixed) == 0.5 and float(precision_alone) != pytest.approx(float(precision))
+
+
+def test_no_hidden_layer_is_exact_bayesian_linear_regression():
+    noise, scale = 0.3, 0.8
+    X, y, X_test = make_blr_data(n_samples=40, noise_std=noise, random_state=2)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(prior_tuning=None, n_mc_predict=4000),
+                                 noise_std=noise, prior_scale=scale, normalize_y=False, random_state=0,
+                                 noise="homoscedastic").fit(X, y)
+    mean, std, epistemic = exact_blr_predictive(X, y, X_test, scale, noise)
+    f_mean, f_var = _moments(model, X_test)
+    np.testing.assert_allclose(f_mean[:, 0].numpy(), mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.sqrt(f_var[:, 0].numpy()), epistemic, rtol=1e-4)
+    parts = model.predict_uncertainty(X_test)  # from 4,000 last-layer draws
+    assert np.all(np.abs(parts.mean - mean) < 0.1 * epistemic)
+    np.testing.assert_allclose(parts.epistemic_std, epistemic, rtol=0.05)
+    np.testing.assert_allclose(parts.std, std, rtol=0.05)
+
+
+def test_tuned_prior_and_noise_are_bayesian_ridges_on_a_linear_model():
+    X, y, X_test = make_blr_data(n_samples=60, noise_std=0.3, random_state=3)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(), normalize_y=False, random_state=0,
+                                 noise="homoscedastic").fit(X, y)
+    ridge = _bayesian_ridge(np.hstack([X, np.ones((len(y), 1))]), y)
+    assert model.noise_std_[0] == pytest.approx(ridge.alpha_**-0.5, rel=1e-4)
+    assert model.inference_diagnostics_["prior_precision"] == pytest.approx(ridge.lambda_, rel=1e-4)
+    assert model.inference_diagnostics_["log_evidence"] == pytest.approx(ridge.scores_[-1], rel=1e-5)
+    f_mean, _ = _moments(model, X_test)
+    np.testing.assert_allclose(f_mean[:, 0].numpy(), ridge.predict(np.hstack([X_test, np.ones((50, 1))])),
+                               rtol=1e-4, atol=1e-4)
+
+
+def _sine(n, rng, low=-3, high=3):
+    x = rng.uniform(low, high, (n, 1))
+    return x, np.sin(2 * x[:, 0]) + 0.3 * rng.randn(n)
+
+
+def test_defaults_cover_held_out_rows_and_widen_away_from_the_data():
+    rng = np.random.RandomState(0)
+    X, y = _sine(400, rng)
+    X_test, y_test = _sine(2000, rng)
+    model = BayesianMLPRegressor(inference=Laplace(), noise="homoscedastic", random_state=0).fit(X, y)
+    assert model.noise_std_[0] == pytest.approx(0.3, rel=0.2)  # the known noise, recovered by the evidence
+    low, high = model.predict_quantiles(X_test, [0.05, 0.95]).T
+    coverage = np.mean((y_test >= low) & (y_test <= high))
+    assert 0.85 <= coverage <= 0.95
+    near = model.predict_uncertainty(np.linspace(-2, 2, 50)[:, None]).epistemic_std.mean()
+    far = model.predict_uncertainty(np.linspace(6, 9, 50)[:, None]).epistemic_std.mean()
+    assert far > 3 * near
+
+
+def test_reproducible_and_refusals():
+    rng = np.random.RandomState(1)
+    X, y = _sine(60, rng)
+    kwargs = {"hidden_layer_sizes": (16,), "inference": Laplace(max_iter=30), "noise": "homoscedastic", "random_state": 4}
+    first = BayesianMLPRegressor(**kwargs).fit(X, y)
+    second = BayesianMLPRegressor(**kwargs).fit(X, y)
+    np.testing.assert_array_equal(first.predict(X, return_std=True), second.predict(X, return_std=True))
+    with pytest.raises(ValueError, match="homoscedastic"):
+        BayesianMLPRegressor(inference=Laplace(), noise="heteroscedastic").fit(X, y)
+    with pytest.raises(ValueError, match="Laplace"):
+        BayesianMLPClassifier(inference=Laplace()).fit(X, (y > 0).astype(int))
+    with pytest.raises(ValueError, match="hessian"):
+        BayesianMLPRegressor(inference=Laplace(hessian="kron"), noise="homoscedastic").fit(X, y)
+    assert not hasattr(BayesianMLPRegressor(inference=Laplace()), "partial_fit")  # one epoch is no Laplace fit
