@@ -70,6 +70,9 @@ class FitContext:
         True when the loop stops on a held-out validation score.
     epochs_done : int
         Epochs already run on this module by earlier ``partial_fit`` calls.
+    validation : tuple of torch.Tensor or None
+        The held-out rows (X_val, Y_val) of the stopping rule, or None
+        without early stopping.
     """
 
     generator: torch.Generator
@@ -78,6 +81,7 @@ class FitContext:
     warm_start: bool = False
     early_stopping: bool = False
     epochs_done: int = 0
+    validation: tuple = None
 
 
 @dataclass

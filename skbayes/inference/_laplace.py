@@ -14,6 +14,8 @@ __all__ = ["Laplace"]
 
 # Rows per block when the features of the training rows are computed.
 _FEATURE_BLOCK = 8192
+# Fewest held-out rows the evidence is maximised on; with fewer, the training rows are used.
+_MIN_TUNING_ROWS = 10
 
 
 @method_doc()
@@ -99,7 +101,7 @@ class Laplace(StackedMLPMethod):
 
     def __init__(
         self, subset="last_layer", hessian="full", prior_tuning="post_hoc", *, learning_rate_init=3e-3, beta_1=0.9,
-        beta_2=0.999, max_iter=500, early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
+        beta_2=0.999, max_iter=500, early_stopping=True, validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
         n_mc_predict=100,
     ):
         self.subset = subset
@@ -138,17 +140,23 @@ class Laplace(StackedMLPMethod):
             map_network = LastLayerLaplaceMLP(weights[:-1], weights[-1], torch.zeros(
                 (weights[-1].shape[1], weights[-1].shape[0], weights[-1].shape[0]), dtype=dtype,
                 device=weights[-1].device), settings.activation)
+            def features(rows):
+                return torch.cat([map_network.features(rows[i:i + _FEATURE_BLOCK])
+                                  for i in range(0, rows.shape[0], _FEATURE_BLOCK)]).double()
+
             with torch.no_grad():
-                phi = torch.cat([map_network.features(X[i:i + _FEATURE_BLOCK])
-                                 for i in range(0, X.shape[0], _FEATURE_BLOCK)]).double()
-                y = Y.double()
+                phi, y = features(X), Y.double()
+                # the evidence of rows the features were not trained on, when the stopping rule held some out
+                phi_tune, y_tune = phi, y
+                if context.validation is not None and context.validation[0].shape[0] >= _MIN_TUNING_ROWS:
+                    phi_tune, y_tune = features(context.validation[0]), context.validation[1].double()
                 noise_var = likelihood.noise_variance().detach().double().reshape(-1)
                 precision = torch.full_like(noise_var, 1.0 / settings.prior_scale**2)
                 n_iter = 0
                 if self.prior_tuning == "post_hoc":
                     learn_noise = likelihood.raw_noise.requires_grad
-                    noise_var, precision, n_iter = maximize_last_layer_evidence(phi, y, noise_var, precision,
-                                                                                learn_noise=learn_noise)
+                    noise_var, precision, n_iter = maximize_last_layer_evidence(phi_tune, y_tune, noise_var,
+                                                                                precision, learn_noise=learn_noise)
                     if learn_noise:
                         likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
                 mean, chol = last_layer_posterior(phi, y, noise_var, precision)

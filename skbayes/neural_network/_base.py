@@ -354,6 +354,7 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
             batch_size=self._batch_size(n_train),
             warm_start=warm_start,
             early_stopping=early_stopping,
+            validation=(X_val, Y_val) if val_idx is not None else None,
         )
         result, _ = self._train(method, settings, X_train, Y_train, context, shuffle_seed, loop)
         self._store_training_result(result, n_seen=n_train)
