@@ -77,7 +77,7 @@ beta_1, beta_2 : float in [0, 1), default=0.9, 0.999
     "stopping_parameters": """\
 max_iter : int, default=%(max_iter_default)s
     Maximum number of epochs (%(epoch)s).
-early_stopping : bool or "auto", default="auto"
+early_stopping : bool or "auto", default=%(early_stopping_default)s
     Stop on the mean log predictive density of held-out rows and restore
     the best weights; otherwise stop on the training loss. ``"auto"``:
     True for classification, False for regression.
@@ -116,7 +116,7 @@ def method_doc(epoch="passes over the training rows"):
 
     ``%(adam_parameters)s``, ``%(stopping_parameters)s``,
     ``%(predict_parameters)s`` and ``%(prior_scaling_parameter)s`` are replaced;
-    the defaults of ``max_iter`` and ``prior_scaling`` are read from the class's signature and
+    the defaults of ``max_iter``, ``early_stopping`` and ``prior_scaling`` are read from the class's signature and
     ``epoch`` says what one iteration is.
     """
 
@@ -126,7 +126,8 @@ def method_doc(epoch="passes over the training rows"):
         prior_scaling = parameters["prior_scaling"].default if "prior_scaling" in parameters else None
         prior_scaling_default = "None" if prior_scaling is None else f'"{prior_scaling}"'
         return fill_doc(
-            **_LOOP_DOC, max_iter_default=repr(max_iter), prior_scaling_default=prior_scaling_default, epoch=epoch
+            **_LOOP_DOC, max_iter_default=repr(max_iter), prior_scaling_default=prior_scaling_default, epoch=epoch,
+            early_stopping_default=repr(parameters["early_stopping"].default).replace("'", '"'),
         )(cls)
 
     return decorate

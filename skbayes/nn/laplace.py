@@ -48,7 +48,8 @@ import torch
 
 from .linalg import cholesky
 
-__all__ = ["last_layer_log_evidence", "last_layer_posterior", "maximize_last_layer_evidence"]
+__all__ = ["held_out_noise_variance", "last_layer_log_evidence", "last_layer_posterior",
+           "maximize_last_layer_evidence"]
 
 # Bounds of the evidence maximisation, which can run off to a degenerate end with few rows: the prior
 # precision within [1e-8, 1e8], the noise variance at least 1e-6 of each output's variance and 1e-10.
@@ -169,3 +170,31 @@ def maximize_last_layer_evidence(phi, y, noise_var, prior_precision, learn_noise
         if done:
             break
     return noise_var, prior_precision, n_iter
+
+
+def held_out_noise_variance(phi, y, mean, cov_factor):
+    """The noise variance under which the predictive matches held-out rows' squared errors on average.
+
+    Under the predictive N(phi^T m_j, phi^T Sigma_j phi + sigma_j^2), the
+    expected squared error of a row is phi^T Sigma_j phi + sigma_j^2; the
+    moment estimate over held-out rows is
+    sigma_j^2 = mean_i [(y_ij - phi_i^T m_j)^2 - phi_i^T Sigma_j phi_i],
+    floored at 1e-6 of the rows' variance of y_j.
+
+    Parameters
+    ----------
+    phi : torch.Tensor of shape (n, P)
+        Features of rows the posterior was not computed from.
+    y : torch.Tensor of shape (n, k)
+    mean, cov_factor : torch.Tensor
+        As returned by :func:`last_layer_posterior`.
+
+    Returns
+    -------
+    noise_var : torch.Tensor of shape (k,)
+    """
+    _check(phi, y)
+    epistemic = (phi @ cov_factor).square().sum(-1).T  # (n, k)
+    estimate = ((y - phi @ mean).square() - epistemic).mean(0)
+    floor = (_NOISE_FLOOR * y.var(dim=0, correction=0)).clamp_min(_MIN_NOISE)
+    return torch.maximum(estimate, floor)

@@ -67,7 +67,8 @@ def test_evidence_maximum_is_bayesian_ridges():
 def test_no_hidden_layer_is_exact_bayesian_linear_regression():
     noise, scale = 0.3, 0.8
     X, y, X_test = make_blr_data(n_samples=40, noise_std=noise, random_state=2)
-    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(prior_tuning=None, n_mc_predict=4000),
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(prior_tuning=None, early_stopping=False,
+                                                                          n_mc_predict=4000),
                                  noise_std=noise, prior_scale=scale, normalize_y=False, random_state=0,
                                  noise="homoscedastic").fit(X, y)
     mean, std, epistemic = exact_blr_predictive(X, y, X_test, scale, noise)
@@ -82,8 +83,9 @@ def test_no_hidden_layer_is_exact_bayesian_linear_regression():
 
 def test_tuned_prior_and_noise_are_bayesian_ridges_on_a_linear_model():
     X, y, X_test = make_blr_data(n_samples=60, noise_std=0.3, random_state=3)
-    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(), normalize_y=False, random_state=0,
-                                 noise="homoscedastic").fit(X, y)
+    # on the training rows (no held-out rows): the evidence of all of them, as BayesianRidge
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(early_stopping=False), normalize_y=False,
+                                 random_state=0, noise="homoscedastic").fit(X, y)
     ridge = _bayesian_ridge(np.hstack([X, np.ones((len(y), 1))]), y)
     assert model.noise_std_[0] == pytest.approx(ridge.alpha_**-0.5, rel=1e-4)
     assert model.inference_diagnostics_["prior_precision"] == pytest.approx(ridge.lambda_, rel=1e-4)
@@ -110,6 +112,14 @@ def test_defaults_cover_held_out_rows_and_widen_away_from_the_data():
     near = model.predict_uncertainty(np.linspace(-2, 2, 50)[:, None]).epistemic_std.mean()
     far = model.predict_uncertainty(np.linspace(6, 9, 50)[:, None]).epistemic_std.mean()
     assert far > 3 * near
+
+
+def test_the_held_out_rows_recover_the_known_noise():
+    # with early stopping (the default) the noise is estimated on the 10% held-out rows: the known noise 0.3
+    X, y, _ = make_blr_data(n_samples=1000, noise_std=0.3, random_state=4)  # 100 held out
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(), normalize_y=False, random_state=0,
+                                 noise="homoscedastic").fit(X, y)
+    assert model.noise_std_[0] == pytest.approx(0.3, rel=0.25)
 
 
 def test_reproducible_and_refusals():
