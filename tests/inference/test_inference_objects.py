@@ -190,7 +190,7 @@ def test_a_bad_parameter_is_named_at_fit(cls, name, value, data):
 def test_an_unknown_alias_is_reported(data):
     X, y = data
     with pytest.raises(ValueError, match="'inference' parameter"):
-        BayesianMLPRegressor(inference="laplace", noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
+        BayesianMLPRegressor(inference="no_such_method", noise="homoscedastic", hidden_layer_sizes=(50,)).fit(X, y)
 
 
 @pytest.mark.parametrize("estimator_cls, method", _pairs())

@@ -358,7 +358,7 @@ def test_feature_count_mismatch_is_reported(fitted):
     "params, match",
     [
         ({"hidden_layer_sizes": (10, 0)}, "hidden_layer_sizes must hold positive integers"),
-        ({"inference": "laplace"}, "'inference' parameter"),
+        ({"inference": "no_such_method"}, "'inference' parameter"),
         ({"inference": MCDropout(dropout_rate=1.0)}, "'dropout_rate' parameter"),
         ({"prior_scale": 0}, "'prior_scale' parameter"),
         ({"noise_std": "fixed"}, "'noise_std' parameter"),
