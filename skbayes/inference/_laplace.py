@@ -7,7 +7,7 @@ from ..nn.functional import inverse_softplus
 from ..nn.laplace import (
     held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence,
 )
-from ..nn.networks.laplace import LastLayerLaplaceMLP
+from ..nn.networks.laplace import LastLayerLaplaceMLP, last_hidden_features
 from ._base import Training, adam
 from ._ensemble import StackedMLPMethod
 from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
@@ -148,11 +148,9 @@ class Laplace(StackedMLPMethod):
             network, likelihood = module["network"], module["likelihood"]
             dtype = network.layers[0].weight.dtype
             weights = [layer.weight.detach()[0] for layer in network.layers]
-            map_network = LastLayerLaplaceMLP(weights[:-1], weights[-1], torch.zeros(
-                (weights[-1].shape[1], weights[-1].shape[0], weights[-1].shape[0]), dtype=dtype,
-                device=weights[-1].device), settings.activation)
+
             def features(rows):
-                return torch.cat([map_network.features(rows[i:i + _FEATURE_BLOCK])
+                return torch.cat([last_hidden_features(rows[i:i + _FEATURE_BLOCK], weights[:-1], settings.activation)
                                   for i in range(0, rows.shape[0], _FEATURE_BLOCK)]).double()
 
             with torch.no_grad():
@@ -164,20 +162,21 @@ class Laplace(StackedMLPMethod):
                 precision = torch.full_like(noise_var, 1.0 / settings.prior_scale**2)
                 n_iter = 0
                 learn_noise = likelihood.raw_noise.requires_grad
-                if self.prior_tuning == "post_hoc" and (held_out is None or not learn_noise):
-                    noise_var, precision, n_iter = maximize_last_layer_evidence(phi, y, noise_var, precision,
-                                                                                learn_noise=learn_noise)
-                elif self.prior_tuning == "post_hoc":
-                    # delta by the evidence of the training rows at a given noise; the noise by the held-out
-                    # rows, whose residuals the hidden layers were not fitted to; alternated
-                    for _ in range(_NOISE_ROUNDS):
-                        _, precision, steps = maximize_last_layer_evidence(phi, y, noise_var, precision,
-                                                                           learn_noise=False)
-                        n_iter += steps
-                        mean, chol = last_layer_posterior(phi, y, noise_var, precision)
-                        noise_var = held_out_noise_variance(*held_out, mean, chol)
-                if self.prior_tuning == "post_hoc" and learn_noise:
-                    likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+                if self.prior_tuning == "post_hoc":
+                    if held_out is not None and learn_noise:
+                        # delta by the evidence of the training rows at a given noise; the noise by the held-out
+                        # rows, whose residuals the hidden layers were not fitted to; alternated
+                        for _ in range(_NOISE_ROUNDS):
+                            _, precision, steps = maximize_last_layer_evidence(phi, y, noise_var, precision,
+                                                                               learn_noise=False)
+                            n_iter += steps
+                            mean, chol = last_layer_posterior(phi, y, noise_var, precision)
+                            noise_var = held_out_noise_variance(*held_out, mean, chol)
+                    else:
+                        noise_var, precision, n_iter = maximize_last_layer_evidence(phi, y, noise_var, precision,
+                                                                                    learn_noise=learn_noise)
+                    if learn_noise:
+                        likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
                 mean, chol = last_layer_posterior(phi, y, noise_var, precision)
                 evidence = last_layer_log_evidence(phi, y, noise_var, precision)
             module["network"] = LastLayerLaplaceMLP(weights[:-1], mean.to(dtype), chol.to(dtype), settings.activation)

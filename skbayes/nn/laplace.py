@@ -84,23 +84,29 @@ def last_layer_posterior(phi, y, noise_var, prior_precision):
         (S_j = L_j^{-T} with L_j the Cholesky factor of A_j, upper triangular).
     """
     _check(phi, y)
-    chol_a = _precision_cholesky(phi, noise_var, prior_precision)
-    rhs = (phi.T @ y).T[..., None] / noise_var[:, None, None]  # (k, P, 1)
-    mean = torch.cholesky_solve(rhs, chol_a)[..., 0].T
+    chol_a, mean = _factor_and_mean(phi, y, noise_var, prior_precision)
+    mean = mean.T
     # A^{-1} = L^{-T} L^{-1}: S = L^{-T} is a square root, without inverting A itself
     eye = torch.eye(phi.shape[1], dtype=phi.dtype, device=phi.device).expand_as(chol_a)
     return mean, torch.linalg.solve_triangular(chol_a, eye, upper=False).transpose(-2, -1)
 
 
-def _precision_cholesky(phi, noise_var, prior_precision):
-    """Cholesky factors of A_j = delta_j I + Phi^T Phi / sigma_j^2, shape (k, P, P).
+def _factor_and_mean(phi, y, noise_var, prior_precision):
+    """Cholesky factors L_j of A_j = delta_j I + Phi^T Phi / sigma_j^2, shape (k, P, P), and m_j, shape (k, P).
 
     Exact when A_j factorises; a jitter on its diagonal only when round-off
     makes it fail (:func:`skbayes.nn.linalg.cholesky`, e.g. a single row).
     """
     gram = phi.T @ phi
     eye = torch.eye(phi.shape[1], dtype=phi.dtype, device=phi.device)
-    return torch.stack([cholesky(gram / v + d * eye, jitter=0.0) for v, d in zip(noise_var, prior_precision)])
+    chol_a = torch.stack([cholesky(gram / v + d * eye, jitter=0.0) for v, d in zip(noise_var, prior_precision)])
+    rhs = (phi.T @ y).T[..., None] / noise_var[:, None, None]  # (k, P, 1)
+    return chol_a, torch.cholesky_solve(rhs, chol_a)[..., 0]
+
+
+def _noise_floor(y):
+    """The smallest noise variance of each output, shape (k,): 1e-6 of y's variance, and at least 1e-10."""
+    return (_NOISE_FLOOR * y.var(dim=0, correction=0)).clamp_min(_MIN_NOISE)
 
 
 def last_layer_log_evidence(phi, y, noise_var, prior_precision):
@@ -110,9 +116,7 @@ def last_layer_log_evidence(phi, y, noise_var, prior_precision):
     """
     _check(phi, y)
     n, p = phi.shape
-    chol_a = _precision_cholesky(phi, noise_var, prior_precision)
-    rhs = (phi.T @ y).T[..., None] / noise_var[:, None, None]
-    mean = torch.cholesky_solve(rhs, chol_a)[..., 0]  # (k, P)
+    chol_a, mean = _factor_and_mean(phi, y, noise_var, prior_precision)  # mean (k, P)
     resid = (y - phi @ mean.T).square().sum(0)
     log_det_a = 2 * torch.diagonal(chol_a, dim1=-2, dim2=-1).log().sum(-1)
     return (0.5 * p * prior_precision.log() - 0.5 * n * torch.log(2 * torch.pi * noise_var)
@@ -162,8 +166,7 @@ def maximize_last_layer_evidence(phi, y, noise_var, prior_precision, learn_noise
         new_precision = new_precision.expand_as(prior_precision)
         new_noise = noise_var
         if learn_noise:  # floored: with n <= gamma the data leave no residual to estimate it from
-            floor = (_NOISE_FLOOR * y.var(dim=0, correction=0)).clamp_min(_MIN_NOISE)
-            new_noise = torch.maximum(resid / (n - gamma).clamp_min(1.0), floor)
+            new_noise = torch.maximum(resid / (n - gamma).clamp_min(1.0), _noise_floor(y))
         done = bool(((new_precision - prior_precision).abs() <= tol * prior_precision).all()
                     and ((new_noise - noise_var).abs() <= tol * noise_var).all())
         prior_precision, noise_var = new_precision, new_noise
@@ -196,5 +199,4 @@ def held_out_noise_variance(phi, y, mean, cov_factor):
     _check(phi, y)
     epistemic = (phi @ cov_factor).square().sum(-1).T  # (n, k)
     estimate = ((y - phi @ mean).square() - epistemic).mean(0)
-    floor = (_NOISE_FLOOR * y.var(dim=0, correction=0)).clamp_min(_MIN_NOISE)
-    return torch.maximum(estimate, floor)
+    return torch.maximum(estimate, _noise_floor(y))

@@ -25,7 +25,7 @@
 """
 
 from .implicit import ImplicitMLP, ImplicitModuleNetwork, SliceDiscriminator
-from .laplace import LastLayerLaplaceMLP
+from .laplace import LastLayerLaplaceMLP, last_hidden_features
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
 from .module import BayesianModuleNetwork, StackedModuleNetwork
@@ -52,6 +52,7 @@ __all__ = [
     "SliceDiscriminator",
     "StackedMLP",
     "StackedModuleNetwork",
+    "last_hidden_features",
     "VAEModule",
     "WHVIMLP",
     "forward_with_parameters",

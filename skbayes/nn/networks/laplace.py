@@ -9,10 +9,33 @@ section 3.2, the last-layer subset of weights).
 import torch
 from torch import nn
 
-from ..functional import ACTIVATIONS, standard_normal
+from ..functional import ACTIVATIONS, feed_forward, standard_normal
 from .mlp import forward_with_parameters
 
-__all__ = ["LastLayerLaplaceMLP"]
+__all__ = ["LastLayerLaplaceMLP", "last_hidden_features"]
+
+
+def last_hidden_features(x, hidden_weights, activation="relu"):
+    """phi(x) = [h(x), 1] of an MLP's hidden layers: the last hidden activations and a constant for the bias.
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (n, n_features)
+    hidden_weights : list of torch.Tensor
+        The hidden layers, each of shape (n_in + 1, n_out), the bias as the
+        last row; empty for no hidden layer (then h(x) = x).
+    activation : str, default="relu"
+        Applied after every hidden layer.
+
+    Returns
+    -------
+    phi : torch.Tensor of shape (n, P)
+        P = the last hidden width (or n_features) + 1.
+    """
+    h = feed_forward(x, hidden_weights, activation, lambda w, h: torch.addmm(w[-1:], h, w[:-1]))
+    if hidden_weights:
+        h = ACTIVATIONS[activation](h)
+    return torch.cat([h, torch.ones_like(h[:, :1])], dim=1)
 
 
 class LastLayerLaplaceMLP(nn.Module):
@@ -45,11 +68,7 @@ class LastLayerLaplaceMLP(nn.Module):
 
     def features(self, x):
         """phi(x) = [h(x), 1], shape (n, P): the last hidden layer's activations and the bias's constant."""
-        h = x
-        act = ACTIVATIONS[self.activation]
-        for w in self.hidden_weights():
-            h = act(torch.addmm(w[-1:], h, w[:-1]))
-        return torch.cat([h, torch.ones_like(h[:, :1])], dim=1)
+        return last_hidden_features(x, self.hidden_weights(), self.activation)
 
     def predictive_moments(self, x):
         """The linearised (GLM) predictive of f, exact for a linear last layer: mean and variance, each (n, k).

@@ -35,7 +35,7 @@ from torch import nn
 
 from ..functional import ACTIVATIONS, feed_forward, generator_device
 from ..layers import StackedLinear
-from .mlp import forward_with_parameters
+from .mlp import _affine, forward_with_parameters
 
 __all__ = ["StackedMLP"]
 
@@ -177,12 +177,6 @@ class StackedMLP(nn.Module):
                 p.requires_grad_(False)
         self.weight_transform = transform
 
-    def _computed(self, layer_index, weight):
-        """The weights layer ``layer_index`` computes with, given its stored ``weight`` (S, n_in + 1, n_out)."""
-        if self.weight_transform is None:
-            return weight
-        return self.weight_transform[layer_index](weight)
-
     @classmethod
     def from_weights(cls, weights, *, activation="relu", prior_scale=1.0, layer_prior_scales=None,
                      weight_transform=None):
@@ -283,8 +277,7 @@ class StackedMLP(nn.Module):
             )
         if self.weight_transform is None:
             return feed_forward(x, self.layers, self.activation)
-        weights = [self._computed(i, layer.weight) for i, layer in enumerate(self.layers)]
-        return feed_forward(x, weights, self.activation, lambda w, h: torch.baddbmm(w[:, -1:], h, w[:, :-1]))
+        return feed_forward(x, self.member_parameters(), self.activation, _affine)
 
     def member_parameters(self, index=None):
         """Weights of the members ``index``, all of them in order if None.
@@ -304,7 +297,7 @@ class StackedMLP(nn.Module):
             return [layer.parameters_of(index) for layer in self.layers]
         out = []
         for i, layer in enumerate(self.layers):
-            w = self._computed(i, layer.weight if index is None else layer.weight[index])
+            w = self.weight_transform[i](layer.weight if index is None else layer.weight[index])
             out.append((w[:, :-1], w[:, -1:]))
         return out
 
