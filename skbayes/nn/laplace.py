@@ -82,6 +82,11 @@ def last_layer_posterior(phi, y, noise_var, prior_precision):
     cov_factor : torch.Tensor of shape (k, P, P)
         Square roots S_j of the covariances, S_j S_j^T = A_j^{-1}
         (S_j = L_j^{-T} with L_j the Cholesky factor of A_j, upper triangular).
+
+    Raises
+    ------
+    ValueError
+        If phi is not (n, P) and y (n, k) with the same n.
     """
     _check(phi, y)
     chol_a, mean = _factor_and_mean(phi, y, noise_var, prior_precision)
@@ -112,7 +117,7 @@ def _noise_floor(y):
 def last_layer_log_evidence(phi, y, noise_var, prior_precision):
     """log p(y_j | delta_j, sigma_j^2) of each output, shape (k,) (the module's equation; Bishop 2006, eq. 3.86).
 
-    Parameters as :func:`last_layer_posterior`.
+    Parameters and errors as :func:`last_layer_posterior`; the result is in nats, in the units of y.
     """
     _check(phi, y)
     n, p = phi.shape
@@ -148,6 +153,11 @@ def maximize_last_layer_evidence(phi, y, noise_var, prior_precision, learn_noise
     -------
     noise_var, prior_precision : torch.Tensor of shape (k,)
     n_iter : int
+
+    Raises
+    ------
+    ValueError
+        If phi is not (n, P) and y (n, k) with the same n.
     """
     _check(phi, y)
     n = phi.shape[0]
@@ -195,6 +205,11 @@ def held_out_noise_variance(phi, y, mean, cov_factor):
     Returns
     -------
     noise_var : torch.Tensor of shape (k,)
+
+    Raises
+    ------
+    ValueError
+        If phi is not (n, P) and y (n, k) with the same n.
     """
     _check(phi, y)
     epistemic = (phi @ cov_factor).square().sum(-1).T  # (n, k)

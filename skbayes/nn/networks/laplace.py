@@ -64,6 +64,7 @@ class LastLayerLaplaceMLP(nn.Module):
         self.register_buffer("cov_factor", cov_factor.detach().clone())
 
     def hidden_weights(self):
+        """The fixed hidden layers, a list of tensors of shape (n_in + 1, n_out), the bias as the last row."""
         return [getattr(self, f"hidden_{i}") for i in range(self.n_hidden)]
 
     def features(self, x):

@@ -168,6 +168,11 @@ class StackedMLP(nn.Module):
             n_out) (the :class:`~skbayes.nn.StackedLinear` layout, bias
             last) to one of the same shape; its parameters are frozen.
             None computes with the stored weights.
+
+        Raises
+        ------
+        ValueError
+            If ``transform`` does not have one module per layer.
         """
         if transform is not None:
             if len(transform) != len(self.layers):
