@@ -4,7 +4,7 @@ Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
 ``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"whvi"``,
-``"mnf"``, ``"laplace"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
+``"mnf"``, ``"laplace"``, ``"swag"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -30,6 +30,7 @@ from ._laplace import Laplace
 from ._mnf import MNF
 from ._pbp import PBP
 from ._sghmc import SGHMC
+from ._swag import SWAG
 from ._vadam import Vadam
 from ._variational import MCDropout, MeanFieldVI
 from ._whvi import WHVI
@@ -50,6 +51,7 @@ __all__ = [
     "ModelSettings",
     "PBP",
     "SGHMC",
+    "SWAG",
     "SampledSparseGP",
     "SparseVariational",
     "Training",
@@ -72,6 +74,7 @@ ALIASES = {
     "bbg": BayesByGAN,
     "mnf": MNF,
     "laplace": Laplace,
+    "swag": SWAG,
 }
 
 

@@ -105,6 +105,12 @@ class Training:
     finish : callable
         ``finish() -> dict``: runs after the loop (e.g. stores the kept
         samples in the module) and returns the method's diagnostics.
+    then : callable or None
+        ``then() -> Training``: a second phase that the same loop runs after
+        this one has ended (and after this one's ``finish``), with its own
+        loss, optimiser, callbacks and loop overrides (e.g. SWAG's
+        constant-step epochs after the MAP fit); the diagnostics of both
+        ``finish`` are merged and the loss curves joined.
     """
 
     loss_fn: object
@@ -112,6 +118,7 @@ class Training:
     callbacks: list = field(default_factory=list)
     loop: dict = field(default_factory=dict)
     finish: object = None
+    then: object = None
 
 
 class InferenceMethod(BaseEstimator):

@@ -381,19 +381,28 @@ class BaseBayesianMLP(ModuleInputMixin, TorchEstimatorMixin, BaseEstimator, meta
         training = method.prepare(self.module_, X, Y, settings, context)
         if self._optimizer_state is not None:
             training.optimizer.load_state_dict(self._optimizer_state)
-        self.module_.train()
-        try:
-            result = self._fit_loop(
-                training.loss_fn,
-                training.optimizer,
-                X.shape[0],
-                shuffle_seed=shuffle_seed,
-                callbacks=training.callbacks,
-                **{**loop, **training.loop},
-            )
-        finally:
-            self.module_.eval()
-        self.inference_diagnostics_ = training.finish() if training.finish is not None else {}
+        result, diagnostics, phase = None, {}, training
+        while phase is not None:  # the method's phases, one after the other (Training.then)
+            self.module_.train()
+            try:
+                phase_result = self._fit_loop(
+                    phase.loss_fn,
+                    phase.optimizer,
+                    X.shape[0],
+                    shuffle_seed=shuffle_seed,
+                    callbacks=phase.callbacks,
+                    **{**loop, **phase.loop},
+                )
+            finally:
+                self.module_.eval()
+            if result is None:
+                result = phase_result
+            else:
+                result.loss_curve += phase_result.loss_curve
+                result.n_iter += phase_result.n_iter
+            diagnostics.update(phase.finish() if phase.finish is not None else {})
+            phase, shuffle_seed = (phase.then() if phase.then is not None else None), shuffle_seed + 1
+        self.inference_diagnostics_ = diagnostics
         return result, training
 
     def _partial_fit_network(self, X, Y, n_outputs, method, first):

@@ -69,7 +69,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
     noise : {"auto", "homoscedastic", "heteroscedastic", "student_t"}, default="auto"
         The observation noise model p(y | f). ``"auto"`` is the inference
         method's ``auto_noise``: ``"student_t"`` for ``SGHMC``, the
-        ensembles, MC dropout, ``WHVI`` and ``BayesByGAN`` (measured with
+        ensembles, ``SWAG``, MC dropout, ``WHVI`` and ``BayesByGAN`` (measured with
         ``SGHMC`` on the UCI benchmark, Student-t noise gave a higher test
         log-likelihood than Gaussian noise on every dataset tried, see the
         user guide), ``"homoscedastic"`` for ``MeanFieldVI``, ``Vadam``,

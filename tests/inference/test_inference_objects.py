@@ -79,6 +79,7 @@ DIAGNOSTICS = {
     "PBP": {"kl", "prior_std", "n_rejected"},
     "DeepEnsemble": {"neg_log_prior"},
     "Laplace": {"prior_precision", "log_evidence", "n_evidence_iter"},
+    "SWAG": {"n_collected", "rank", "mean_std"},
     "SGHMC": {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"},
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},
