@@ -355,8 +355,8 @@ def module_seeds(generator, n):
     return torch.randint(2**62, (n,), generator=generator).tolist()
 
 
-def adam(parameters, method):
-    """Adam with the method's ``learning_rate_init``, ``beta_1`` and ``beta_2``.
+def adam(parameters, method, learning_rate=None):
+    """Adam with the method's ``learning_rate_init`` (or ``learning_rate``), ``beta_1`` and ``beta_2``.
 
     The fused implementation (one kernel for all parameters) where torch has
     one for the parameters' device: on the CPU it steps the few small tensors
@@ -366,7 +366,7 @@ def adam(parameters, method):
     parameters = list(parameters)
     fused = all(p.device.type in _FUSED_ADAM_DEVICES and p.is_floating_point() for p in parameters)
     return torch.optim.Adam(
-        parameters, lr=method.learning_rate_init, betas=(method.beta_1, method.beta_2), fused=fused or None
+        parameters, lr=method.learning_rate_init if learning_rate is None else learning_rate, betas=(method.beta_1, method.beta_2), fused=fused or None
     )
 
 
