@@ -4,10 +4,13 @@ import torch
 
 from .._param_validation import StrOptions
 from ..nn.functional import inverse_softplus
+from ..nn.ggn import (
+    ggn_eigenbases, glm_predictive_variance, laplace_log_evidence, maximize_prior_precision, mlp_jacobian_factors,
+)
 from ..nn.laplace import (
     held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence,
 )
-from ..nn.networks.laplace import LastLayerLaplaceMLP, last_hidden_features
+from ..nn.networks.laplace import LastLayerLaplaceMLP, LinearizedLaplaceMLP, last_hidden_features
 from ._base import Training, adam
 from ._ensemble import StackedMLPMethod
 from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
@@ -20,6 +23,8 @@ _FEATURE_BLOCK = 8192
 _MIN_TUNING_ROWS = 10
 # Rounds of (delta by the evidence, noise by the held-out rows).
 _NOISE_ROUNDS = 10
+# Most weights of hessian="full" over all weights (a P x P matrix and its eigendecomposition).
+_MAX_FULL_WEIGHTS = 4000
 
 
 @method_doc()
@@ -108,13 +113,13 @@ class Laplace(StackedMLPMethod):
         **ADAM_CONSTRAINTS,
         **STOPPING_CONSTRAINTS,
         **PREDICT_CONSTRAINTS,
-        "subset": [StrOptions({"last_layer"})],
-        "hessian": [StrOptions({"full"})],
+        "subset": [StrOptions({"last_layer", "all"})],
+        "hessian": [StrOptions({"auto", "full", "kron", "diag"})],
         "prior_tuning": [StrOptions({"post_hoc"}), None],
     }
 
     def __init__(
-        self, subset="last_layer", hessian="full", prior_tuning="post_hoc", *, learning_rate_init=3e-3, beta_1=0.9,
+        self, subset="last_layer", hessian="auto", prior_tuning="post_hoc", *, learning_rate_init=3e-3, beta_1=0.9,
         beta_2=0.999, max_iter=500, early_stopping=True, validation_fraction=0.1, n_iter_no_change="auto", tol=1e-4,
         n_mc_predict=100,
     ):
@@ -144,8 +149,20 @@ class Laplace(StackedMLPMethod):
         raise ValueError("Laplace works on the MLP only for now; a torch module takes MCDropout, MeanFieldVI, MNF, "
                          "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC.")
 
+    def _hessian(self):
+        """The structure in use: ``hessian``, ``"auto"`` being "full" for the last layer and "kron" for all weights."""
+        if self.hessian == "auto":
+            return "full" if self.subset == "last_layer" else "kron"
+        return self.hessian
+
     def prepare(self, module, X, Y, settings, context):
         loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
+        if self.subset == "last_layer" and self._hessian() != "full":
+            raise ValueError(f"Laplace(subset='last_layer') uses the exact (full) Hessian of the last layer; "
+                             f"hessian={self.hessian!r} is for subset='all'.")
+        if self.subset == "all":
+            return Training(loss_fn, adam(module.parameters(), self),
+                            finish=lambda: self._all_weights(module, X, Y, settings, context))
 
         def finish():
             network, likelihood = module["network"], module["likelihood"]
@@ -190,3 +207,66 @@ class Laplace(StackedMLPMethod):
             }
 
         return Training(loss_fn, adam(module.parameters(), self), finish=finish)
+
+    def _all_weights(self, module, X, Y, settings, context):
+        """Replace the MAP network by the linearised network with the GGN Laplace posterior of all weights."""
+        network, likelihood = module["network"], module["likelihood"]
+        dtype = network.layers[0].weight.dtype
+        weights = [layer.weight.detach()[0].double() for layer in network.layers]
+        hessian = self._hessian()
+        n_weights = sum(w.numel() for w in weights)
+        if hessian == "full" and n_weights > _MAX_FULL_WEIGHTS:
+            raise ValueError(f"Laplace(subset='all', hessian='full') needs a {n_weights} x {n_weights} matrix; it is "
+                             f"built for at most {_MAX_FULL_WEIGHTS} weights. Use hessian='kron' or 'diag'.")
+
+        def blocks(rows):
+            for i in range(0, rows.shape[0], _FEATURE_BLOCK):
+                _, inputs, grads = mlp_jacobian_factors(rows[i:i + _FEATURE_BLOCK].double(), weights,
+                                                        settings.activation)
+                yield inputs, grads
+
+        with torch.no_grad():
+            y = Y.double()
+            f = torch.cat([mlp_jacobian_factors(X[i:i + _FEATURE_BLOCK].double(), weights, settings.activation)[0]
+                           for i in range(0, X.shape[0], _FEATURE_BLOCK)])
+            noise_var = likelihood.noise_variance().detach().double().reshape(-1)
+            n_blocks = 1 if hessian == "full" else len(weights)
+            precision = torch.full((n_blocks,), 1.0 / settings.prior_scale**2, dtype=torch.float64)
+            learn_noise = likelihood.raw_noise.requires_grad
+            held_out = None
+            if context.validation is not None and context.validation[0].shape[0] >= _MIN_TUNING_ROWS:
+                x_val = context.validation[0].double()
+                f_val, inputs_val, grads_val = mlp_jacobian_factors(x_val, weights, settings.activation)
+                held_out = (inputs_val, grads_val, (context.validation[1].double() - f_val).square())
+            n_iter = 0
+            rounds = _NOISE_ROUNDS if self.prior_tuning == "post_hoc" and held_out is not None and learn_noise else 1
+            unit = ggn_eigenbases(blocks(X), torch.ones_like(noise_var), hessian) if y.shape[1] == 1 else None
+
+            def ggn_at(noise_var):  # one output: the GGN is 1 / sigma^2 times that of unit noise, no new factorisation
+                if unit is not None:
+                    return [basis.scaled(1.0 / noise_var[0]) for basis in unit]
+                return ggn_eigenbases(blocks(X), 1.0 / noise_var, hessian)
+
+            for _ in range(rounds):
+                bases = ggn_at(noise_var)
+                if self.prior_tuning != "post_hoc":
+                    break
+                precision, steps = maximize_prior_precision(weights, bases, precision)
+                n_iter += steps
+                if rounds > 1:  # the noise by the held-out rows' squared errors, as for the last layer (eq. 4)
+                    inputs_val, grads_val, sq_err = held_out
+                    epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision)
+                    floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
+                    noise_var = torch.maximum((sq_err - epistemic).mean(0), floor)
+            if rounds > 1:
+                bases = ggn_at(noise_var)
+                likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+            log_lik = torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()
+            evidence = laplace_log_evidence(log_lik, weights, bases, precision)
+        module["network"] = LinearizedLaplaceMLP([w.to(dtype) for w in weights], [b.to(dtype) for b in bases],
+                                                 precision.to(dtype), settings.activation)
+        return {
+            "prior_precision": float(precision.mean()),
+            "log_evidence": float(evidence),
+            "n_evidence_iter": int(n_iter),
+        }

@@ -15,6 +15,8 @@ equation cited in their docstrings. The files are laid out by role:
 ``diagnostics.py``         split R-hat of MCMC chains
 ``flows.py``               normalising flows (planar, RealNVP coupling)
 ``laplace.py``             last-layer Laplace posterior and its evidence
+``ggn.py``                 an MLP's Gauss-Newton matrix (diag, KFAC, full) and
+                           its Laplace posterior over all weights
 ``swag.py``                SWAG moments of the iterates and their Gaussian
 ``init/``                  initialisations of a mean-field posterior (I-BLM,
                            the data-independent ones)

@@ -55,8 +55,10 @@ __all__ = ["LayerEigenbasis", "activation_derivative", "ggn_eigenbases", "glm_pr
 
 
 def activation_derivative(activation, s):
-    """The elementwise derivative of ``activation`` at the pre-activations ``s`` (forward-mode AD)."""
-    return torch.func.jvp(ACTIVATIONS[activation], (s,), (torch.ones_like(s),))[1]
+    """The elementwise derivative of ``activation`` at the pre-activations ``s``, by autograd (detached)."""
+    with torch.enable_grad():
+        s = s.detach().requires_grad_(True)
+        return torch.autograd.grad(ACTIVATIONS[activation](s).sum(), s)[0]
 
 
 def mlp_jacobian_factors(x, weights, activation="relu"):
@@ -138,19 +140,25 @@ class LayerEigenbasis:
         z = standard_normal((n_draws, *self.eigenvalues.shape), self.eigenvalues, generator)
         return self.rotate(z * (self.eigenvalues + delta).rsqrt())
 
+    def scaled(self, factor):
+        """The block of ``factor`` times the matrix (e.g. the GGN at another noise level for one output)."""
+        return LayerEigenbasis(self.eigenvalues * factor, self.q_in, self.q_out)
+
     def to(self, dtype):
         """A copy in ``dtype``."""
         cast = (lambda t: None if t is None else t.to(dtype))
         return LayerEigenbasis(self.eigenvalues.to(dtype), cast(self.q_in), cast(self.q_out))
 
 
-def ggn_eigenbases(inputs, grads, noise_precision, hessian="kron"):
-    """The GGN of the rows in ``inputs``, ``grads`` (:func:`mlp_jacobian_factors`) in its eigenbases.
+def ggn_eigenbases(blocks, noise_precision, hessian="kron"):
+    """The GGN of the rows of ``blocks`` in its eigenbases.
 
     Parameters
     ----------
-    inputs, grads : list of torch.Tensor
-        As returned by :func:`mlp_jacobian_factors`.
+    blocks : iterable of (inputs, grads)
+        The rows in blocks, each as returned by :func:`mlp_jacobian_factors`
+        (its ``inputs`` and ``grads``); their sums are accumulated, so that
+        memory does not grow with the rows.
     noise_precision : torch.Tensor of shape (k,)
         Lambda_j = 1 / sigma_j^2.
     hessian : {"diag", "kron", "full"}, default="kron"
@@ -167,27 +175,40 @@ def ggn_eigenbases(inputs, grads, noise_precision, hessian="kron"):
     ValueError
         For another ``hessian``.
     """
-    n = inputs[0].shape[0]
+    if hessian not in ("diag", "kron", "full"):
+        raise ValueError(f"hessian must be 'diag', 'kron' or 'full'; got {hessian!r}.")
     root = noise_precision.sqrt()
+    sums, n = None, 0
+    for inputs, grads in blocks:
+        scaled = [g * root[:, None] for g in grads]  # sqrt(Lambda_j) g_ij
+        if hessian == "diag":
+            terms = [torch.einsum("ia,ijb->ab", a.square(), g.square()) for a, g in zip(inputs, scaled)]
+        elif hessian == "kron":
+            terms = [t for a, g in zip(inputs, scaled)
+                     for t in (a.T @ a, g.reshape(-1, g.shape[-1]).T @ g.reshape(-1, g.shape[-1]))]
+        else:
+            jac = _flat_jacobian(inputs, scaled)  # (n, k, P)
+            jac = jac.reshape(-1, jac.shape[-1])
+            terms = [jac.T @ jac]
+        sums = terms if sums is None else [s + t for s, t in zip(sums, terms)]
+        n += inputs[0].shape[0]
     if hessian == "diag":
-        return [LayerEigenbasis(torch.einsum("ia,ijb->ab", a.square(), (g * root[:, None]).square()))
-                for a, g in zip(inputs, grads)]
+        return [LayerEigenbasis(d) for d in sums]
     if hessian == "kron":
         bases = []
-        for a, g in zip(inputs, grads):
-            gs = (g * root[:, None]).reshape(-1, g.shape[-1])
-            alpha, q_a = torch.linalg.eigh(a.T @ a)
-            beta, q_g = torch.linalg.eigh(gs.T @ gs / n)
+        for a_sum, g_sum in zip(sums[::2], sums[1::2]):
+            alpha, q_a = torch.linalg.eigh(a_sum)
+            beta, q_g = torch.linalg.eigh(g_sum / n)
             bases.append(LayerEigenbasis(alpha.clamp_min(0)[:, None] * beta.clamp_min(0)[None], q_a, q_g))
         return bases
-    if hessian == "full":
-        # J_i of output j, row-major per layer: vec(a_i g_ij^T), scaled by sqrt(Lambda_j)
-        jac = torch.cat([torch.einsum("ia,ijb->ijab", a, g * root[:, None]).reshape(n, g.shape[1], -1)
-                         for a, g in zip(inputs, grads)], dim=-1).reshape(-1, sum(a.shape[1] * g.shape[2] for a, g
-                                                                                 in zip(inputs, grads)))
-        eigval, eigvec = torch.linalg.eigh(jac.T @ jac)
-        return [LayerEigenbasis(eigval, eigvec)]
-    raise ValueError(f"hessian must be 'diag', 'kron' or 'full'; got {hessian!r}.")
+    eigval, eigvec = torch.linalg.eigh(sums[0])
+    return [LayerEigenbasis(eigval, eigvec)]
+
+
+def _flat_jacobian(inputs, grads):
+    """J_i of every output, the layers' vec(a_i g_ij^T) row-major and concatenated: shape (n, k, P)."""
+    n, k = grads[0].shape[:2]
+    return torch.cat([torch.einsum("ia,ijb->ijab", a, g).reshape(n, k, -1) for a, g in zip(inputs, grads)], dim=-1)
 
 
 def _layer_blocks(bases, weights):
@@ -257,9 +278,7 @@ def glm_predictive_variance(inputs, grads, bases, prior_precision):
     ``bases`` and ``prior_precision`` as :func:`laplace_log_evidence`.
     """
     if len(bases) == 1 and bases[0].eigenvalues.dim() == 1:  # full: J_j in the eigenbasis
-        n, k = grads[0].shape[:2]
-        jac = torch.cat([torch.einsum("ia,ijb->ijab", a, g).reshape(n, k, -1) for a, g in zip(inputs, grads)], -1)
-        v = bases[0].to_eigenbasis(jac)
+        v = bases[0].to_eigenbasis(_flat_jacobian(inputs, grads))
         return (v.square() / (bases[0].eigenvalues + prior_precision[0])).sum(-1)
     total = 0.0
     for a, g, basis, delta in zip(inputs, grads, bases, prior_precision):

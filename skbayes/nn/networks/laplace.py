@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 from ..functional import ACTIVATIONS, feed_forward, standard_normal
+from ..ggn import LayerEigenbasis, activation_derivative, glm_predictive_variance, mlp_jacobian_factors
 from .mlp import forward_with_parameters
 
-__all__ = ["LastLayerLaplaceMLP", "last_hidden_features"]
+__all__ = ["LastLayerLaplaceMLP", "LinearizedLaplaceMLP", "last_hidden_features"]
 
 
 def last_hidden_features(x, hidden_weights, activation="relu"):
@@ -116,3 +117,90 @@ class LastLayerLaplaceMLP(nn.Module):
 
     def extra_repr(self):
         return f"n_hidden={self.n_hidden}, n_outputs={self.mean.shape[1]}, activation={self.activation!r}"
+
+
+class LinearizedLaplaceMLP(nn.Module):
+    """An MLP linearised at its MAP weights with a Gaussian posterior over all of them (Laplace, all weights).
+
+    f_lin(x; theta) = f(x; theta_*) + J(x) (theta - theta_*), with
+    theta - theta_* ~ N(0, (H + delta)^{-1}) for the GGN H in one of the
+    structures of :mod:`skbayes.nn.ggn`: the linearised (GLM) predictive of
+    Immer et al. (2021, eq. 5), whose draws are exact draws of that
+    Gaussian process, and whose closed-form moments are
+    :meth:`predictive_moments`.
+
+    Parameters
+    ----------
+    weights : list of torch.Tensor
+        The MAP layers, each (n_in + 1, n_out), the bias as the last row.
+    bases : list of skbayes.nn.ggn.LayerEigenbasis
+        The GGN in its eigenbases (one per layer, or one for ``"full"``).
+    prior_precision : torch.Tensor
+        delta of each basis.
+    activation : str
+        Between layers, as in the MAP network.
+    """
+
+    def __init__(self, weights, bases, prior_precision, activation="relu"):
+        super().__init__()
+        self.activation = activation
+        self.n_layers, self.n_bases = len(weights), len(bases)
+        for i, w in enumerate(weights):
+            self.register_buffer(f"weight_{i}", w.detach().clone())
+        for i, basis in enumerate(bases):
+            self.register_buffer(f"eigenvalues_{i}", basis.eigenvalues.detach().clone())
+            self.register_buffer(f"q_in_{i}", None if basis.q_in is None else basis.q_in.detach().clone())
+            self.register_buffer(f"q_out_{i}", None if basis.q_out is None else basis.q_out.detach().clone())
+        self.register_buffer("prior_precision", prior_precision.detach().clone())
+
+    def weights(self):
+        """The MAP layers, a list of tensors of shape (n_in + 1, n_out)."""
+        return [getattr(self, f"weight_{i}") for i in range(self.n_layers)]
+
+    def bases(self):
+        """The posterior's eigenbases (:class:`skbayes.nn.ggn.LayerEigenbasis`)."""
+        return [LayerEigenbasis(getattr(self, f"eigenvalues_{i}"), getattr(self, f"q_in_{i}"),
+                                getattr(self, f"q_out_{i}")) for i in range(self.n_bases)]
+
+    def predictive_moments(self, x):
+        """Mean f(x; theta_*) and variance J (H + delta)^{-1} J^T of the linearised predictive of f, each (n, k)."""
+        f, inputs, grads = mlp_jacobian_factors(x, self.weights(), self.activation)
+        return f, glm_predictive_variance(inputs, grads, self.bases(), self.prior_precision)
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` draws of theta - theta_*, per layer (dW of shape (S, n_in, n_out), db of shape (S, 1, n_out))."""
+        weights = self.weights()
+        draws = [basis.sample(n_samples, delta, generator) for basis, delta in zip(self.bases(), self.prior_precision)]
+        if draws[0].dim() == 2:  # "full": one flat draw of all layers, split
+            sizes = [w.numel() for w in weights]
+            draws = [d.reshape(n_samples, *w.shape) for d, w in zip(draws[0].split(sizes, dim=1), weights)]
+        return [(d[:, :-1], d[:, -1:]) for d in draws]
+
+    def prediction_row_size(self, parameters):
+        """Values held per input row: a layer's value and tangent per draw."""
+        n_draws = parameters[0][0].shape[0]
+        return 2 * (n_draws + 1) * max(max(w.shape[0] - 1, w.shape[1]) for w in self.weights())
+
+    def forward_with(self, x, parameters):
+        """f_lin at x (n, n_features) for each draw of ``parameters``: shape (S, n, k), one tangent pass."""
+        act = ACTIVATIONS[self.activation]
+        h, dh = x, None
+        weights = self.weights()
+        for l, (w, (dw, db)) in enumerate(zip(weights, parameters)):
+            s = torch.addmm(w[-1:], h, w[:-1])
+            ds = torch.baddbmm(db, h.expand(dw.shape[0], *h.shape), dw)
+            if dh is not None:
+                ds = ds + dh @ w[:-1]
+            if l < len(weights) - 1:
+                h, dh = act(s), activation_derivative(self.activation, s) * ds
+        return s + ds
+
+    def forward(self, x, generator=None, sample=True):
+        """One draw of the linearised network (``sample=True``) or f(x; theta_*), shape (1, n, k)."""
+        if not sample:
+            return mlp_jacobian_factors(x, self.weights(), self.activation)[0][None]
+        return self.forward_with(x, self.sample_parameters(1, generator))
+
+    def extra_repr(self):
+        n_outputs = getattr(self, f"weight_{self.n_layers - 1}").shape[1]
+        return f"n_layers={self.n_layers}, n_outputs={n_outputs}, activation={self.activation!r}"
