@@ -1,5 +1,7 @@
 """The Laplace approximation at the MAP, with its evidence tuning the prior and the noise (Daxberger et al. 2021)."""
 
+import math
+
 import torch
 
 from .._param_validation import StrOptions
@@ -23,13 +25,15 @@ _FEATURE_BLOCK = 8192
 _MIN_TUNING_ROWS = 10
 # Rounds of (delta by the evidence, noise by the held-out rows).
 _NOISE_ROUNDS = 10
+# Bisection steps of the noise of subset="all" (in log c over [-14, 0]: to 1e-8 of its range).
+_NOISE_BISECTIONS = 40
 # Most weights of hessian="full" over all weights (a P x P matrix and its eigendecomposition).
 _MAX_FULL_WEIGHTS = 4000
 
 
 @method_doc()
 class Laplace(StackedMLPMethod):
-    r"""Last-layer Laplace approximation at the MAP network, the prior and noise tuned by the evidence.
+    r"""Laplace approximation at the MAP network (last layer or all weights), the prior and noise tuned by the evidence.
 
     The network is trained to its maximum a posteriori (MAP) weights through
     the shared loop (Adam on the per-datum negative log posterior with the
@@ -65,27 +69,54 @@ class Laplace(StackedMLPMethod):
     Prediction draws ``n_mc_predict`` last layers from the posterior (the
     linearised predictive is exact for a linear last layer; the draws give
     the estimators' mixture, quantiles and ``sample_y``).
+
+    With ``subset="all"`` every weight gets a posterior: the generalised
+    Gauss-Newton (GGN) matrix of the MAP network on the training rows, in
+    the structure ``hessian`` (``"kron"``, KFAC, by default; ``"diag"``;
+    ``"full"`` up to 4,000 weights), plus one prior precision per layer
+    (one for ``"full"``), each set by the evidence's fixed point with the
+    MAP weights held (post-hoc tuning, Immer et al. 2021), alternated with
+    the noise of the held-out rows as above (``skbayes.nn.ggn``). It
+    predicts by the linearised network f(x; theta_*) + J(x)(theta -
+    theta_*) under draws of the posterior (the GLM predictive, Immer et al.
+    2021, eq. 5), one tangent pass per draw. Without hidden layers the
+    ``"kron"`` and ``"full"`` posteriors are exact Bayesian linear
+    regression about the MAP weights.
+
     ``inference_diagnostics_`` holds ``prior_precision`` (delta, one for
-    the layer, shared by the outputs; in standardised target units),
-    ``log_evidence`` (the summed log marginal likelihood of the last layer
-    on the training rows, nats, standardised units) and ``n_evidence_iter``.
+    the layer, shared by the outputs; with ``subset="all"`` the mean over
+    the layers; in standardised target units), ``log_evidence`` (the log
+    marginal likelihood of the training rows, summed over the outputs,
+    nats, standardised units: exact for the last layer, the Laplace
+    approximation for all weights) and ``n_evidence_iter``.
 
     Regression with Gaussian noise (``noise="homoscedastic"``) only; the
-    classifier, the other Hessian structures and subsets of weights, and a
-    torch ``module=`` are not supported yet and are refused at fit.
+    classifier, online tuning and a torch ``module=`` are not supported
+    yet and are refused at fit.
 
     Parameters
     ----------
-    subset : {"last_layer"}, default="last_layer"
+    subset : {"last_layer", "all"}, default="last_layer"
         The weights that get a posterior; the others stay at the MAP.
-    hessian : {"full"}, default="full"
-        Structure of the Hessian of the subset: the full (P x P) matrix per output.
+    hessian : {"auto", "kron", "diag", "full"}, default="auto"
+        Structure of the Hessian (GGN) of the subset. ``"auto"``: ``"full"``
+        for the last layer (the exact P x P matrix per output, the only
+        one it takes), ``"kron"`` (per-layer Kronecker factors, KFAC) for
+        all weights.
     prior_tuning : {"post_hoc"} or None, default="post_hoc"
         Maximise the evidence over the prior precision and the noise after
         the MAP fit, or keep ``prior_scale`` and the MAP's noise.
     %(adam_parameters)s
     %(stopping_parameters)s
     %(predict_parameters)s
+
+    Raises
+    ------
+    ValueError
+        At fit: for the classifier, another noise model, ``module=``,
+        ``subset="last_layer"`` with ``hessian`` other than ``"full"`` or
+        ``"auto"``, and ``hessian="full"`` over all weights of a network
+        with more than 4,000 of them.
 
     References
     ----------
@@ -239,7 +270,6 @@ class Laplace(StackedMLPMethod):
                 f_val, inputs_val, grads_val = mlp_jacobian_factors(x_val, weights, settings.activation)
                 held_out = (inputs_val, grads_val, (context.validation[1].double() - f_val).square())
             n_iter = 0
-            rounds = _NOISE_ROUNDS if self.prior_tuning == "post_hoc" and held_out is not None and learn_noise else 1
             unit = ggn_eigenbases(blocks(X), torch.ones_like(noise_var), hessian) if y.shape[1] == 1 else None
 
             def ggn_at(noise_var):  # one output: the GGN is 1 / sigma^2 times that of unit noise, no new factorisation
@@ -247,20 +277,38 @@ class Laplace(StackedMLPMethod):
                     return [basis.scaled(1.0 / noise_var[0]) for basis in unit]
                 return ggn_eigenbases(blocks(X), 1.0 / noise_var, hessian)
 
-            for _ in range(rounds):
+            def tuned(noise_var, precision):
+                """The GGN at ``noise_var`` and the evidence's prior precisions there."""
+                nonlocal n_iter
                 bases = ggn_at(noise_var)
                 if self.prior_tuning != "post_hoc":
-                    break
+                    return bases, precision
                 precision, steps = maximize_prior_precision(weights, bases, precision)
                 n_iter += steps
-                if rounds > 1:  # the noise by the held-out rows' squared errors, as for the last layer (eq. 4)
-                    inputs_val, grads_val, sq_err = held_out
-                    epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision)
-                    floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
-                    noise_var = torch.maximum((sq_err - epistemic).mean(0), floor)
-            if rounds > 1:
-                bases = ggn_at(noise_var)
+                return bases, precision
+
+            if self.prior_tuning == "post_hoc" and held_out is not None and learn_noise:
+                # sigma_j^2 = c s_j, s_j the held-out rows' mean squared error: c in (0, 1] such that the
+                # predictive variance, epistemic (at that noise and its tuned delta) plus noise, matches s_j on
+                # average (eq. 4). The epistemic part shrinks as the noise does, so c is found by bisection in
+                # log c; alternating the two updates could end on the noise floor when the epistemic part
+                # alone exceeded the squared errors.
+                inputs_val, grads_val, sq_err = held_out
+                target = sq_err.mean(0)
+                floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
+                low, high = -14.0, 0.0  # log c
+                for _ in range(_NOISE_BISECTIONS):
+                    middle = 0.5 * (low + high)
+                    noise_var = torch.maximum(math.exp(middle) * target, floor)
+                    bases, precision = tuned(noise_var, precision)
+                    epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision).mean(0)
+                    excess = ((epistemic + noise_var) / target).mean() - 1.0
+                    low, high = (low, middle) if excess > 0 else (middle, high)
+                noise_var = torch.maximum(math.exp(low) * target, floor)
+                bases, precision = tuned(noise_var, precision)
                 likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+            else:
+                bases, precision = tuned(noise_var, precision)
             log_lik = torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()
             evidence = laplace_log_evidence(log_lik, weights, bases, precision)
         module["network"] = LinearizedLaplaceMLP([w.to(dtype) for w in weights], [b.to(dtype) for b in bases],
