@@ -32,7 +32,7 @@ from skbayes import (
     SparseGPRegressor,
 )
 from skbayes.base import PREDICT_MEMORY_BOUND
-from skbayes.inference import SGHMC, MeanFieldVI, SampledSparseGP, SparseVariational
+from skbayes.inference import SGHMC, SWAG, Laplace, MeanFieldVI, SampledSparseGP, SparseVariational
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("predict_memory", ROOT / "examples" / "benchmarks" / "predict_memory.py")
@@ -53,6 +53,11 @@ MODELS = {
     "mlp_mfvi": lambda: BayesianMLPRegressor(SMALL, inference=MeanFieldVI(max_iter=2), noise="heteroscedastic"),
     "mlp_sghmc": lambda: BayesianMLPRegressor(SMALL, inference=SGHMC(burn_in=2, thinning=1, n_kept_samples=25)),
     "mlp_classifier": lambda: BayesianMLPClassifier(SMALL, inference=MeanFieldVI(max_iter=2)),
+    "mlp_laplace": lambda: BayesianMLPRegressor(SMALL, inference=Laplace(max_iter=2), noise="homoscedastic"),
+    # the linearised network: a value and a tangent per layer and draw
+    "mlp_laplace_all": lambda: BayesianMLPRegressor(SMALL, inference=Laplace(subset="all", max_iter=2),
+                                                    noise="homoscedastic"),
+    "mlp_swag": lambda: BayesianMLPRegressor(SMALL, inference=SWAG(n_models=2, max_iter=2, swa_epochs=3)),
     "sparse_gp": lambda: SparseGPRegressor(n_inducing=50, inference=SparseVariational(max_iter=2)),
     "sparse_gp_classifier": lambda: SparseGPClassifier(n_inducing=50, inference=SparseVariational(max_iter=2)),
     # 40 kept samples: (40, 200,000) means and variances would be 128 MB
@@ -70,6 +75,9 @@ CASES = {
     "mlp_mfvi": "predict_std",
     "mlp_sghmc": "log_predictive_density",
     "mlp_classifier": "predict_proba",
+    "mlp_laplace": "predict_std",
+    "mlp_laplace_all": "log_predictive_density",
+    "mlp_swag": "log_predictive_density",
     "sparse_gp": "predict_std",
     "sparse_gp_classifier": "predict_proba",
     "bayesian_sparse_gp": "predict_std",

@@ -1,4 +1,4 @@
-r"""The generalised Gauss-Newton matrix of an MLP under a Gaussian likelihood, in three structures, and its Laplace posterior.
+r"""The Gauss-Newton matrix of an MLP under a Gaussian likelihood, in three structures, and its Laplace posterior.
 
 For an MLP f(x; theta) with k outputs and the likelihood
 y_j ~ N(f_j(x), sigma_j^2), the generalised Gauss-Newton (GGN) matrix of the
@@ -50,8 +50,8 @@ import torch
 
 from .functional import ACTIVATIONS, standard_normal
 
-__all__ = ["LayerEigenbasis", "activation_derivative", "ggn_eigenbases", "glm_predictive_variance", "laplace_log_evidence",
-           "maximize_prior_precision", "mlp_jacobian_factors"]
+__all__ = ["LayerEigenbasis", "activation_derivative", "ggn_eigenbases", "glm_predictive_variance",
+           "laplace_log_evidence", "maximize_prior_precision", "mlp_jacobian_factors"]
 
 
 def activation_derivative(activation, s):
@@ -272,7 +272,9 @@ def maximize_prior_precision(weights, bases, prior_precision, max_iter=300, tol=
 
 
 def glm_predictive_variance(inputs, grads, bases, prior_precision):
-    """Variance of the linearised (GLM) predictive of f, J(x) (H + delta)^{-1} J(x)^T, shape (n, k) (Immer et al. 2021, eq. 5).
+    """The linearised (GLM) predictive's variance of f, J(x) (H + delta)^{-1} J(x)^T, shape (n, k).
+
+    Immer et al. (2021), eq. 5.
 
     ``inputs`` and ``grads`` of the rows x (:func:`mlp_jacobian_factors`);
     ``bases`` and ``prior_precision`` as :func:`laplace_log_evidence`.

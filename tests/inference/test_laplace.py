@@ -172,14 +172,14 @@ def test_all_weights_defaults_cover_and_widen(hessian):
     X_test, y_test = _sine(2000, rng)
     model = BayesianMLPRegressor(inference=Laplace(subset="all", hessian=hessian), noise="homoscedastic",
                                  random_state=0).fit(X, y)
-    if hessian == "kron":  # diag overstates the epistemic part (below), which the held-out rows then take from the noise
+    if hessian == "kron":  # diag overstates the epistemic part (below), which the held-out rows take from the noise
         assert model.noise_std_[0] == pytest.approx(0.3, rel=0.2)
     # the epistemic variance of the linearised predictive against the mean's actual squared error (the true f known)
     parts = model.predict_uncertainty(X_test)
     error = np.mean((parts.mean - np.sin(2 * X_test[:, 0])) ** 2)
     assert 0.5 < np.mean(parts.epistemic_std**2) / error < (2.0 if hessian == "kron" else 6.0)
-    # 90% coverage: over data seeds 0-4, kron covered 0.81-0.86 and diag 0.80-0.84 (the noise is the moment estimate of 40 held-out
-    # rows, ~20% noisy, minus the epistemic part): doc/laplace.md
+    # 90% coverage: over data seeds 0-4, kron covered 0.81-0.86 and diag 0.80-0.84 (the noise is the moment
+    # estimate of 40 held-out rows, ~20% noisy, minus the epistemic part): doc/laplace.md
     low, high = model.predict_quantiles(X_test, [0.05, 0.95]).T
     coverage = np.mean((y_test >= low) & (y_test <= high))
     assert 0.78 <= coverage <= 0.95, coverage

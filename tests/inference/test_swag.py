@@ -59,7 +59,7 @@ def test_flatten_round_trip():
 
 
 class _RecordSWAIterates(Callback):
-    """The weights at every epoch end of the constant-step phase (its optimiser's step size), read from the optimiser."""
+    """The weights at every epoch end of the constant-step phase (told by its step size), read from the optimiser."""
 
     def __init__(self, learning_rate):
         self.learning_rate, self.iterates = learning_rate, []

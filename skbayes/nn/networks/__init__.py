@@ -9,7 +9,9 @@
   :class:`StackedModuleNetwork`, any torch module behind the estimators'
   protocols, and the conversions that make its layers Bayesian.
 * :mod:`.laplace`: :class:`LastLayerLaplaceMLP`, an MLP at the MAP with a
-  Gaussian posterior over its last layer (last-layer Laplace).
+  Gaussian posterior over its last layer (last-layer Laplace), and
+  :class:`LinearizedLaplaceMLP`, the MAP MLP linearised in all its weights
+  under their Gaussian posterior (Laplace over all weights).
 * :mod:`.mnf`: :class:`MNFMLP`, multiplicative normalising flow layers.
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
@@ -25,7 +27,7 @@
 """
 
 from .implicit import ImplicitMLP, ImplicitModuleNetwork, SliceDiscriminator
-from .laplace import LastLayerLaplaceMLP, last_hidden_features
+from .laplace import LastLayerLaplaceMLP, LinearizedLaplaceMLP, last_hidden_features
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
 from .module import BayesianModuleNetwork, StackedModuleNetwork
@@ -47,6 +49,7 @@ __all__ = [
     "ImplicitMLP",
     "ImplicitModuleNetwork",
     "LastLayerLaplaceMLP",
+    "LinearizedLaplaceMLP",
     "PBPNetwork",
     "RowMoments",
     "SliceDiscriminator",

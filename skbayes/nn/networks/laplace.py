@@ -1,9 +1,12 @@
-"""An MLP with its hidden layers at the MAP and a Gaussian posterior over its last layer (last-layer Laplace).
+"""The networks of the Laplace approximation: the last layer's posterior, or all weights' with the linearised MLP.
 
-The network of :class:`skbayes.inference.Laplace` after its fit: the
-posterior of :func:`skbayes.nn.laplace.last_layer_posterior` attached to the
-MAP network's hidden layers (Daxberger et al. 2021, "Laplace Redux",
-section 3.2, the last-layer subset of weights).
+The networks of :class:`skbayes.inference.Laplace` after its fit:
+:class:`LastLayerLaplaceMLP`, the posterior of
+:func:`skbayes.nn.laplace.last_layer_posterior` attached to the MAP network's
+hidden layers (Daxberger et al. 2021, "Laplace Redux", section 3.2, the
+last-layer subset of weights), and :class:`LinearizedLaplaceMLP`, the MAP
+network linearised in all its weights under the GGN posterior of
+:mod:`skbayes.nn.ggn` (Immer et al. 2021, eq. 5).
 """
 
 import torch
@@ -168,7 +171,7 @@ class LinearizedLaplaceMLP(nn.Module):
         return f, glm_predictive_variance(inputs, grads, self.bases(), self.prior_precision)
 
     def sample_parameters(self, n_samples, generator=None):
-        """``n_samples`` draws of theta - theta_*, per layer (dW of shape (S, n_in, n_out), db of shape (S, 1, n_out))."""
+        """``n_samples`` draws of theta - theta_*: per layer dW of shape (S, n_in, n_out) and db of shape (S, 1, n_out)."""
         weights = self.weights()
         draws = [basis.sample(n_samples, delta, generator) for basis, delta in zip(self.bases(), self.prior_precision)]
         if draws[0].dim() == 2:  # "full": one flat draw of all layers, split
