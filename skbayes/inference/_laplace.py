@@ -135,7 +135,6 @@ class Laplace(StackedMLPMethod):
     BayesianMLPRegressor(inference=Laplace(), noise='homoscedastic')
     """
 
-    supports_classification = False
     supports_partial_fit = False
     noise_models = frozenset({"homoscedastic"})
     auto_noise = "homoscedastic"
@@ -188,12 +187,9 @@ class Laplace(StackedMLPMethod):
 
     def prepare(self, module, X, Y, settings, context):
         loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
-        if self.subset == "last_layer" and self._hessian() != "full":
-            raise ValueError(f"Laplace(subset='last_layer') uses the exact (full) Hessian of the last layer; "
-                             f"hessian={self.hessian!r} is for subset='all'.")
-        if self.subset == "all":
+        if self.subset == "all" or settings.classification or self._hessian() != "full":
             return Training(loss_fn, adam(module.parameters(), self),
-                            finish=lambda: self._all_weights(module, X, Y, settings, context))
+                            finish=lambda: self._linearized(module, X, Y, settings, context))
 
         def finish():
             network, likelihood = module["network"], module["likelihood"]
@@ -239,82 +235,95 @@ class Laplace(StackedMLPMethod):
 
         return Training(loss_fn, adam(module.parameters(), self), finish=finish)
 
-    def _all_weights(self, module, X, Y, settings, context):
-        """Replace the MAP network by the linearised network with the GGN Laplace posterior of all weights."""
+    def _linearized(self, module, X, Y, settings, context):
+        """Replace the MAP network by the linearised network with the GGN Laplace posterior of the subset."""
         network, likelihood = module["network"], module["likelihood"]
         dtype = network.layers[0].weight.dtype
         weights = [layer.weight.detach()[0].double() for layer in network.layers]
+        first = 0 if self.subset == "all" else len(weights) - 1  # the layers before it stay at the MAP
         hessian = self._hessian()
-        n_weights = sum(w.numel() for w in weights)
+        n_weights = sum(w.numel() for w in weights[first:])
         if hessian == "full" and n_weights > _MAX_FULL_WEIGHTS:
-            raise ValueError(f"Laplace(subset='all', hessian='full') needs a {n_weights} x {n_weights} matrix; it is "
-                             f"built for at most {_MAX_FULL_WEIGHTS} weights. Use hessian='kron' or 'diag'.")
+            raise ValueError(f"Laplace(hessian='full') needs a {n_weights} x {n_weights} matrix for subset="
+                             f"{self.subset!r}; it is built for at most {_MAX_FULL_WEIGHTS} weights. Use "
+                             "hessian='kron' or 'diag'.")
+        classification = settings.classification
+
+        def factors(rows):
+            f, inputs, grads = mlp_jacobian_factors(rows.double(), weights, settings.activation)
+            inputs, grads = inputs[first:], grads[first:]
+            if classification:  # Lambda_i = diag(p) - p p^T = M_i^T M_i, M_i = diag(sqrt p) - sqrt(p) p^T
+                p = torch.softmax(f, dim=-1)
+                root = torch.diag_embed(p.sqrt()) - p.sqrt()[:, :, None] * p[:, None, :]
+                grads = [root @ g for g in grads]
+            return f, inputs, grads
 
         def blocks(rows):
             for i in range(0, rows.shape[0], _FEATURE_BLOCK):
-                _, inputs, grads = mlp_jacobian_factors(rows[i:i + _FEATURE_BLOCK].double(), weights,
-                                                        settings.activation)
-                yield inputs, grads
+                yield factors(rows[i:i + _FEATURE_BLOCK])[1:]
 
         with torch.no_grad():
-            y = Y.double()
-            f = torch.cat([mlp_jacobian_factors(X[i:i + _FEATURE_BLOCK].double(), weights, settings.activation)[0]
-                           for i in range(0, X.shape[0], _FEATURE_BLOCK)])
-            noise_var = likelihood.noise_variance().detach().double().reshape(-1)
-            n_blocks = 1 if hessian == "full" else len(weights)
+            f = torch.cat([factors(X[i:i + _FEATURE_BLOCK])[0] for i in range(0, X.shape[0], _FEATURE_BLOCK)])
+            n_blocks = 1 if hessian == "full" else len(weights) - first
             precision = torch.full((n_blocks,), 1.0 / settings.prior_scale**2, dtype=torch.float64)
-            learn_noise = likelihood.raw_noise.requires_grad
-            held_out = None
-            if context.validation is not None and context.validation[0].shape[0] >= _MIN_TUNING_ROWS:
-                x_val = context.validation[0].double()
-                f_val, inputs_val, grads_val = mlp_jacobian_factors(x_val, weights, settings.activation)
-                held_out = (inputs_val, grads_val, (context.validation[1].double() - f_val).square())
             n_iter = 0
-            unit = ggn_eigenbases(blocks(X), torch.ones_like(noise_var), hessian) if y.shape[1] == 1 else None
 
-            def ggn_at(noise_var):  # one output: the GGN is 1 / sigma^2 times that of unit noise, no new factorisation
-                if unit is not None:
-                    return [basis.scaled(1.0 / noise_var[0]) for basis in unit]
-                return ggn_eigenbases(blocks(X), 1.0 / noise_var, hessian)
-
-            def tuned(noise_var, precision):
-                """The GGN at ``noise_var`` and the evidence's prior precisions there."""
+            def tuned(ggn, precision):
+                """The GGN and the evidence's prior precisions for it."""
                 nonlocal n_iter
-                bases = ggn_at(noise_var)
                 if self.prior_tuning != "post_hoc":
-                    return bases, precision
-                precision, steps = maximize_prior_precision(weights, bases, precision)
+                    return ggn, precision
+                precision, steps = maximize_prior_precision(weights[first:], ggn, precision)
                 n_iter += steps
-                return bases, precision
+                return ggn, precision
 
-            if self.prior_tuning == "post_hoc" and held_out is not None and learn_noise:
-                # sigma_j^2 = c s_j, s_j the held-out rows' mean squared error: c in (0, 1] such that the
-                # predictive variance, epistemic (at that noise and its tuned delta) plus noise, matches s_j on
-                # average (eq. 4). The epistemic part shrinks as the noise does, so c is found by bisection in
-                # log c; alternating the two updates could end on the noise floor when the epistemic part
-                # alone exceeded the squared errors.
-                inputs_val, grads_val, sq_err = held_out
-                target = sq_err.mean(0)
-                floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
-                low, high = -14.0, 0.0  # log c
-                for _ in range(_NOISE_BISECTIONS):
-                    middle = 0.5 * (low + high)
-                    noise_var = torch.maximum(math.exp(middle) * target, floor)
-                    bases, precision = tuned(noise_var, precision)
-                    epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision).mean(0)
-                    excess = ((epistemic + noise_var) / target).mean() - 1.0
-                    low, high = (low, middle) if excess > 0 else (middle, high)
-                noise_var = torch.maximum(math.exp(low) * target, floor)
-                bases, precision = tuned(noise_var, precision)
-                likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+            if classification:  # the GGN of the categorical likelihood, nothing to tune but delta
+                bases, precision = tuned(ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype), hessian),
+                                         precision)
+                log_lik = torch.distributions.Categorical(logits=f).log_prob(Y[:, 0].long()).sum()
             else:
-                bases, precision = tuned(noise_var, precision)
-            log_lik = torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()
-            evidence = laplace_log_evidence(log_lik, weights, bases, precision)
+                bases, precision, log_lik = self._tuned_regression(
+                    likelihood, blocks, factors, X, Y.double(), f, context, hessian, precision, tuned)
+            evidence = laplace_log_evidence(log_lik, weights[first:], bases, precision)
         module["network"] = LinearizedLaplaceMLP([w.to(dtype) for w in weights], [b.to(dtype) for b in bases],
-                                                 precision.to(dtype), settings.activation)
+                                                 precision.to(dtype), settings.activation, n_fixed=first)
         return {
             "prior_precision": float(precision.mean()),
             "log_evidence": float(evidence),
             "n_evidence_iter": int(n_iter),
         }
+
+    def _tuned_regression(self, likelihood, blocks, factors, X, y, f, context, hessian, precision, tuned):
+        """The GGN bases, tuned prior precisions and log-likelihood of Gaussian regression; sets the noise."""
+        noise_var = likelihood.noise_variance().detach().double().reshape(-1)
+        learn_noise = likelihood.raw_noise.requires_grad
+        unit = ggn_eigenbases(blocks(X), torch.ones_like(noise_var), hessian) if y.shape[1] == 1 else None
+
+        def ggn_at(noise_var):  # one output: the GGN is 1 / sigma^2 times that of unit noise, no new factorisation
+            if unit is not None:
+                return [basis.scaled(1.0 / noise_var[0]) for basis in unit]
+            return ggn_eigenbases(blocks(X), 1.0 / noise_var, hessian)
+
+        validation = context.validation
+        if (self.prior_tuning == "post_hoc" and learn_noise and validation is not None
+                and validation[0].shape[0] >= _MIN_TUNING_ROWS):
+            # sigma_j^2 = c s_j, s_j the held-out rows' mean squared error: c in (0, 1] such that the predictive
+            # variance, epistemic (at that noise and its tuned delta) plus noise, matches s_j on average (eq. 4).
+            # The epistemic part shrinks as the noise does, so c is found by bisection in log c; alternating the
+            # two updates could end on the noise floor when the epistemic part alone exceeded the squared errors.
+            f_val, inputs_val, grads_val = factors(validation[0])
+            target = (validation[1].double() - f_val).square().mean(0)
+            floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
+            low, high = -14.0, 0.0  # log c
+            for _ in range(_NOISE_BISECTIONS):
+                middle = 0.5 * (low + high)
+                noise_var = torch.maximum(math.exp(middle) * target, floor)
+                bases, precision = tuned(ggn_at(noise_var), precision)
+                epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision).mean(0)
+                excess = ((epistemic + noise_var) / target).mean() - 1.0
+                low, high = (low, middle) if excess > 0 else (middle, high)
+            noise_var = torch.maximum(math.exp(low) * target, floor)
+            likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor)
+                                       .to(likelihood.raw_noise.dtype))
+        bases, precision = tuned(ggn_at(noise_var), precision)
+        return bases, precision, torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()

@@ -142,12 +142,16 @@ class LinearizedLaplaceMLP(nn.Module):
         delta of each basis.
     activation : str
         Between layers, as in the MAP network.
+    n_fixed : int, default=0
+        The first layers, without a posterior (they stay at the MAP); the
+        bases are those of the layers after them (the last layer alone:
+        ``n_fixed = len(weights) - 1``).
     """
 
-    def __init__(self, weights, bases, prior_precision, activation="relu"):
+    def __init__(self, weights, bases, prior_precision, activation="relu", n_fixed=0):
         super().__init__()
         self.activation = activation
-        self.n_layers, self.n_bases = len(weights), len(bases)
+        self.n_layers, self.n_bases, self.n_fixed = len(weights), len(bases), n_fixed
         for i, w in enumerate(weights):
             self.register_buffer(f"weight_{i}", w.detach().clone())
         for i, basis in enumerate(bases):
@@ -168,15 +172,18 @@ class LinearizedLaplaceMLP(nn.Module):
     def predictive_moments(self, x):
         """Mean f(x; theta_*) and variance J (H + delta)^{-1} J^T of the linearised predictive of f, each (n, k)."""
         f, inputs, grads = mlp_jacobian_factors(x, self.weights(), self.activation)
-        return f, glm_predictive_variance(inputs, grads, self.bases(), self.prior_precision)
+        first = self.n_fixed
+        return f, glm_predictive_variance(inputs[first:], grads[first:], self.bases(), self.prior_precision)
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` draws of theta - theta_*: per layer dW of shape (S, n_in, n_out) and db of shape (S, 1, n_out)."""
         weights = self.weights()
+        free = weights[self.n_fixed:]
         draws = [basis.sample(n_samples, delta, generator) for basis, delta in zip(self.bases(), self.prior_precision)]
-        if draws[0].dim() == 2:  # "full": one flat draw of all layers, split
-            sizes = [w.numel() for w in weights]
-            draws = [d.reshape(n_samples, *w.shape) for d, w in zip(draws[0].split(sizes, dim=1), weights)]
+        if draws[0].dim() == 2:  # "full": one flat draw of the layers, split
+            sizes = [w.numel() for w in free]
+            draws = [d.reshape(n_samples, *w.shape) for d, w in zip(draws[0].split(sizes, dim=1), free)]
+        draws = [w.new_zeros(n_samples, *w.shape) for w in weights[:self.n_fixed]] + draws
         return [(d[:, :-1], d[:, -1:]) for d in draws]
 
     def prediction_row_size(self, parameters):
