@@ -4,7 +4,7 @@ Pass one to ``BayesianMLPRegressor(inference=...)`` or
 ``BayesianMLPClassifier(inference=...)``, the way
 ``GaussianProcessRegressor`` takes ``kernel=RBF()``; the strings ``"mfvi"``,
 ``"mc_dropout"``, ``"pbp"``, ``"vadam"``, ``"sghmc"``, ``"ensemble"``, ``"whvi"``,
-``"mnf"``, ``"laplace"``, ``"swag"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
+``"mnf"``, ``"laplace"``, ``"swag"``, ``"bbvi"``, ``"bbh"`` (Bayes by Hypernet) and ``"bbg"`` (Bayes by GAN) are
 aliases of the default-configured objects. Each object holds the settings
 of its own method only, is cloned and grid-searched like any estimator
 (``inference__burn_in``), and never changes when the estimator is fitted.
@@ -21,6 +21,7 @@ can sample GPs, after a variational start); their aliases are
 """
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
+from ._bbvi import BlackBoxVI
 from ._ensemble import DeepEnsemble
 from ._gan import BayesByGAN
 from ._gp import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
@@ -39,6 +40,7 @@ __all__ = [
     "ALIASES",
     "BayesByGAN",
     "BayesByHypernet",
+    "BlackBoxVI",
     "DeepEnsemble",
     "FitContext",
     "GP_ALIASES",
@@ -75,6 +77,7 @@ ALIASES = {
     "mnf": MNF,
     "laplace": Laplace,
     "swag": SWAG,
+    "bbvi": BlackBoxVI,
 }
 
 

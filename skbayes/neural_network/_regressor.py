@@ -73,7 +73,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         ``SGHMC`` on the UCI benchmark, Student-t noise gave a higher test
         log-likelihood than Gaussian noise on every dataset tried, see the
         user guide), ``"homoscedastic"`` for ``MeanFieldVI``, ``Vadam``,
-        ``MNF`` and ``BayesByHypernet`` (heavy tails let their posteriors
+        ``MNF``, ``BlackBoxVI`` and ``BayesByHypernet`` (heavy tails let their posteriors
         relax onto the prior and call the signal noise), and for ``PBP`` and
         ``Laplace``:
 

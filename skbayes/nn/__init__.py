@@ -18,6 +18,8 @@ equation cited in their docstrings. The files are laid out by role:
 ``ggn.py``                 an MLP's Gauss-Newton matrix (diag, KFAC, full) and
                            its Laplace posterior over all weights
 ``swag.py``                SWAG moments of the iterates and their Gaussian
+``bbvi.py``                black-box VI: full-rank and low-rank Gaussian
+                           families, the score-function gradient
 ``init/``                  initialisations of a mean-field posterior (I-BLM,
                            the data-independent ones)
 ``layers/``                linear layers, one file per posterior; drop-in

@@ -80,6 +80,7 @@ DIAGNOSTICS = {
     "DeepEnsemble": {"neg_log_prior"},
     "Laplace": {"prior_precision", "log_evidence", "n_evidence_iter"},
     "SWAG": {"n_collected", "rank", "mean_std"},
+    "BlackBoxVI": {"kl", "n_variational_parameters"},
     "SGHMC": {"neg_log_prior", "rhat", "n_extensions", "n_diverged_chains"},
     "WHVI": {"kl"},
     "BayesByHypernet": {"kl_knn"},

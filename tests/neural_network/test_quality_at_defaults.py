@@ -37,7 +37,7 @@ def _check_data():
 
 # The noise model of noise="auto" under each method, as documented (BayesianMLPRegressor's ``noise``):
 # Gaussian for the methods whose ELBO can relax onto the prior, and for PBP; Student-t otherwise.
-GAUSSIAN_BY_DEFAULT = {"MeanFieldVI", "Vadam", "MNF", "BayesByHypernet", "PBP", "Laplace"}
+GAUSSIAN_BY_DEFAULT = {"MeanFieldVI", "Vadam", "MNF", "BayesByHypernet", "PBP", "Laplace", "BlackBoxVI"}
 
 
 # Methods that do not yet learn the check's data at their defaults on every seed (issue 29): they must say so

@@ -13,6 +13,8 @@
   :class:`LinearizedLaplaceMLP`, the MAP MLP linearised in all its weights
   under their Gaussian posterior (Laplace over all weights).
 * :mod:`.mnf`: :class:`MNFMLP`, multiplicative normalising flow layers.
+* :mod:`.flat`: :class:`FlatGaussianMLP`, an MLP whose flattened weights have
+  a full-rank, low-rank or mean-field Gaussian posterior (black-box VI).
 * :mod:`.pbp`: :class:`PBPNetwork`, the ReLU network of probabilistic
   backpropagation with its Gamma hyper-posteriors.
 * :mod:`.implicit`: :class:`ImplicitMLP`, a stack of implicit-posterior
@@ -27,6 +29,7 @@
 """
 
 from .implicit import ImplicitMLP, ImplicitModuleNetwork, SliceDiscriminator
+from .flat import FlatGaussianMLP
 from .laplace import LastLayerLaplaceMLP, LinearizedLaplaceMLP, last_hidden_features
 from .mlp import MLP, BayesianLayerStack, BayesianMLP, forward_with_parameters
 from .mnf import MNFMLP
@@ -48,6 +51,7 @@ __all__ = [
     "ConvEncoder",
     "ImplicitMLP",
     "ImplicitModuleNetwork",
+    "FlatGaussianMLP",
     "LastLayerLaplaceMLP",
     "LinearizedLaplaceMLP",
     "PBPNetwork",
