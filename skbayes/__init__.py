@@ -2,7 +2,7 @@
 
 from .base import DeviceWarning
 from .calibration import CalibratedRegressorCV
-from .decomposition import VAE
+from .decomposition import VAE, BayesianAutoencoder
 from .ensemble import PredictiveStackingRegressor
 from .gaussian_process import DeepGPRegressor, SparseGPClassifier, SparseGPRegressor
 from .mixture import BayesianGaussianMixture
@@ -11,6 +11,7 @@ from .neural_network import BayesianMLPClassifier, BayesianMLPRegressor
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BayesianAutoencoder",
     "BayesianGaussianMixture",
     "BayesianMLPClassifier",
     "BayesianMLPRegressor",

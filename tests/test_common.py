@@ -8,7 +8,7 @@ from torch import nn
 
 import skbayes
 from discovery import inference_methods, public_estimators, with_loop
-from skbayes.inference import SGHMC, DeepEnsemble, GPInducedPrior, MCDropout, MeanFieldVI, SparseVariational
+from skbayes.inference import SGHMC, DeepEnsemble, DSWPrior, GPInducedPrior, MCDropout, MeanFieldVI, SparseVariational
 
 # Small, fast settings; the checks test the API contract, not model quality.
 INIT_PARAMS = {
@@ -38,6 +38,9 @@ INIT_PARAMS = {
     "SparseGPClassifier": {"n_inducing": 10, "n_mc_predict": 10, "random_state": 0},
     "SparseGPRegressor": {"n_inducing": 10, "random_state": 0},
     "VAE": {"hidden_layer_sizes": (16,), "max_iter": 20, "random_state": 0},
+    # a short chain and prior fit (its defaults are checked by tests/decomposition/test_bae.py)
+    "BayesianAutoencoder": {"hidden_layer_sizes": (8,), "random_state": 0, "inference": SGHMC(
+        burn_in=20, thinning=2, n_kept_samples=5, prior=DSWPrior(max_iter=10, n_rows=16, n_slices=20))},
 }
 
 

@@ -26,7 +26,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbayes
 from skbayes.datasets import get_uci_split
-from skbayes.inference import PBP, SGHMC, DeepEnsemble, MCDropout, MeanFieldVI, Vadam
+from skbayes.inference import PBP, SGHMC, SWAG, BlackBoxVI, DeepEnsemble, Laplace, MCDropout, MeanFieldVI, Vadam
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
 ROOT = Path(__file__).resolve().parents[2]
@@ -551,6 +551,11 @@ def bnn_methods(epochs, *, task="regression", quick=False):
         methods["SGHMC+GPInducedPrior"] = (
             SGHMC(n_chains=2, prior=GPInducedPrior(), **sghmc_schedule(epochs, n_kept)), {})
     # ---- end of issue 12's methods ----
+    # Issue 30's: the Laplace approximations (last layer, KFAC over all weights), SWAG and black-box VI.
+    methods["Laplace"] = (Laplace(**fixed), {})
+    methods["Laplace(subset='all')"] = (Laplace(subset="all", **fixed), {})
+    methods["SWAG"] = (SWAG(n_models=1, **fixed), {})
+    methods["BlackBoxVI"] = (BlackBoxVI(**fixed), {})
     if task == "classification":
         methods = {name: entry for name, entry in methods.items() if entry[0].supports_classification}
     return methods

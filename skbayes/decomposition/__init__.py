@@ -1,5 +1,6 @@
 """Latent-variable transformers."""
 
+from ._bae import BayesianAutoencoder
 from ._vae import VAE
 
-__all__ = ["VAE"]
+__all__ = ["BayesianAutoencoder", "VAE"]

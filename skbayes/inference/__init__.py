@@ -22,6 +22,7 @@ can sample GPs, after a variational start); their aliases are
 
 from ._base import FitContext, InferenceMethod, ModelSettings, Training
 from ._bbvi import BlackBoxVI
+from ._dsw_prior import DSWPrior
 from ._ensemble import DeepEnsemble
 from ._gan import BayesByGAN
 from ._gp import GP_ALIASES, SampledSparseGP, SparseVariational, resolve_gp_inference
@@ -41,6 +42,7 @@ __all__ = [
     "BayesByGAN",
     "BayesByHypernet",
     "BlackBoxVI",
+    "DSWPrior",
     "DeepEnsemble",
     "FitContext",
     "GP_ALIASES",

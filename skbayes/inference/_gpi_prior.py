@@ -166,7 +166,7 @@ class GPInducedPrior(BaseEstimator):
         gpr = GaussianProcessRegressor(kernel + WhiteKernel(0.1), normalize_y=False)
         return gpr.fit(x, y[:, 0] if y.shape[1] == 1 else y).kernel_
 
-    def fit_prior(self, layer_sizes, activation, X, Y, *, classification, generator):
+    def fit_prior(self, layer_sizes, activation, X, Y, *, classification, generator, likelihood=None):
         """Fit the prior's hyperparameters to the GP; the estimator's SGHMC calls this.
 
         Parameters
@@ -179,6 +179,8 @@ class GPInducedPrior(BaseEstimator):
             Standardised targets (used by ``fit_kernel`` only).
         classification : bool
         generator : torch.Generator
+        likelihood : Likelihood or None
+            The model's likelihood (not used: the GP prior is over functions).
 
         Returns
         -------

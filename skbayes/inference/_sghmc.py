@@ -13,6 +13,7 @@ from ..nn import SGHMC as SGHMCOptimizer
 from ..nn import KeptStates, rank_normalized_split_rhat, split_rhat
 from ._base import Training
 from ._ensemble import StackedMLPMethod, member_row_orders, sum_gradient_mean_value
+from ._dsw_prior import DSWPrior
 from ._gpi_prior import GPInducedPrior, apply_prior
 from ._guards import RHAT_THRESHOLD, warn_if_chains_not_mixed
 
@@ -353,9 +354,11 @@ class SGHMC(StackedMLPMethod):
     step_size : float, default=3e-4
         Step size: epsilon^2 of the scale-adapted sampler (Springenberg et
         al. 2016; Rossi 2022, eq. 2.36).
-    prior : GPInducedPrior or None, default=None
-        The weight prior; None is the estimator's N(0, ``prior_scale^2``) on
-        every weight. Used by the Bayesian MLPs only (the sparse GPs have
+    prior : GPInducedPrior, DSWPrior or None, default=None
+        The weight prior, fitted before sampling: to a Gaussian process's
+        functions (:class:`GPInducedPrior`) or to the data's distribution
+        (:class:`DSWPrior`); None is the estimator's N(0,
+        ``prior_scale^2``) on every weight. Used by the Bayesian MLPs only (the sparse GPs have
         their own priors).
 
     References
@@ -372,7 +375,7 @@ class SGHMC(StackedMLPMethod):
         "max_extensions": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "friction": [Interval(Real, 0, 1, closed="right")],
         "step_size": [Interval(Real, 0, None, closed="neither")],
-        "prior": [None, GPInducedPrior],
+        "prior": [None, GPInducedPrior, DSWPrior],
     }
 
     supports_early_stopping = False
@@ -472,7 +475,8 @@ class SGHMC(StackedMLPMethod):
             raise ValueError("SGHMC(prior=...) is a prior over MLP weights; a torch module takes prior=None.")
         sizes = [network.layers[0].in_features, *(layer.out_features for layer in network.layers)]
         prior, diagnostics = self.prior.fit_prior(
-            sizes, settings.activation, X, Y, classification=settings.classification, generator=context.generator
+            sizes, settings.activation, X, Y, classification=settings.classification, generator=context.generator,
+            likelihood=module["likelihood"],
         )
         gibbs = apply_prior(prior, module, context.generator)
         return ([] if gibbs is None else [gibbs]), diagnostics

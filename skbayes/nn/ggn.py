@@ -112,7 +112,7 @@ class LayerEigenbasis:
         self.q_in, self.q_out = q_in, q_out
 
     def rotate(self, v):
-        """Q v for coordinates v (..., *eigenvalues.shape) in the eigenbasis."""
+        """Q v for coordinates v of shape ``(..., *eigenvalues.shape)`` in the eigenbasis."""
         if self.eigenvalues.dim() == 1:
             return v if self.q_in is None else v @ self.q_in.T
         if self.q_in is not None:
@@ -128,7 +128,7 @@ class LayerEigenbasis:
         return v if self.q_out is None else v @ self.q_out
 
     def log_det(self, delta):
-        """log |H + delta I| of the block."""
+        """The block's log-determinant, ``log det(H + delta I)``."""
         return torch.log(self.eigenvalues + delta).sum()
 
     def n_determined(self, delta):
@@ -136,7 +136,7 @@ class LayerEigenbasis:
         return (self.eigenvalues / (self.eigenvalues + delta)).sum()
 
     def sample(self, n_draws, delta, generator=None):
-        """``n_draws`` draws of N(0, (H + delta I)^{-1}), shape (n_draws, *eigenvalues.shape)."""
+        """``n_draws`` draws of N(0, (H + delta I)^{-1}), shape ``(n_draws, *eigenvalues.shape)``."""
         z = standard_normal((n_draws, *self.eigenvalues.shape), self.eigenvalues, generator)
         return self.rotate(z * (self.eigenvalues + delta).rsqrt())
 
@@ -249,7 +249,7 @@ def maximize_prior_precision(weights, bases, prior_precision, max_iter=300, tol=
     """The prior precisions maximising :func:`laplace_log_evidence`, by MacKay's fixed point per block.
 
     The evidence's derivative in delta_l vanishes where delta_l
-    ||theta_l||^2 = gamma_l = sum lambda / (lambda + delta_l) (MacKay 1992;
+    times the squared norm of theta_l equals gamma_l = sum lambda / (lambda + delta_l) (MacKay 1992;
     Bishop 2006, eq. 3.92 with the MAP weights held fixed, the post-hoc
     tuning of Immer et al. 2021); iterated from ``prior_precision`` until
     the relative change is below ``tol``, within ``bounds``.

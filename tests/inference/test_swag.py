@@ -129,3 +129,23 @@ def test_same_random_state_same_predictions_and_classifier():
     proba = clf.predict_proba(Xc[200:])
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-6)
     assert clf.score(Xc[200:], yc[200:]) > 0.8
+
+
+def test_torch_module_network():
+    # a user's torch module: every parameter gets the Gaussian of its iterates, draws kept model-major
+    from torch import nn
+
+    class Net(nn.Sequential):
+        def __init__(self, n_features, n_outputs):
+            super().__init__(nn.Linear(n_features, 8), nn.Tanh(), nn.Linear(8, n_outputs))
+
+    X, y = _sine(120, 3)
+    model = BayesianMLPRegressor(module=Net, inference=SWAG(n_models=2, swa_epochs=10, n_draws=7, max_iter=50),
+                                 noise="homoscedastic", random_state=0).fit(X, y)
+    network = model.module_["network"]
+    assert network.n_members == 14
+    first = network.member_tensors()[0]
+    assert not torch.equal(first[0], first[1])  # draws of one model differ
+    assert model.score(X, y) > 0.5
+    parts = model.predict_uncertainty(X[:5])
+    assert np.all(parts["epistemic_std"] > 0)

@@ -38,6 +38,9 @@ CASES = {
     "BernoulliLikelihood": (likelihoods.BernoulliLikelihood,
                             torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]], dtype=torch.float64),
                             (4, 2), None),
+    "ContinuousBernoulliLikelihood": (likelihoods.ContinuousBernoulliLikelihood,
+                                      torch.tensor([[0.3, 0.9], [0.0, 0.5], [1.0, 0.2], [0.7, 0.01]],
+                                                   dtype=torch.float64), (4, 2), None),
     "BinaryLikelihood": (lambda: likelihoods.BinaryLikelihood("probit"),
                          torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=torch.float64), (4,), (0, 1)),
     "CategoricalLikelihood": (lambda: likelihoods.CategoricalLikelihood(n_mc=N_MC),
@@ -97,6 +100,20 @@ def test_the_density_integrates_to_one(name):
         if classes is not None:  # probabilities of the classes add to 1, row by row
             total = sum(likelihood.log_prob(torch.full_like(y, c), f).exp() for c in classes)
             np.testing.assert_allclose(total, 1.0, rtol=1e-10 if total.dtype == torch.float64 else 1e-6)
+        elif name == "ContinuousBernoulliLikelihood":  # a density on [0, 1] per feature, and its mean by quadrature
+            for row in range(4):
+                for col in range(2):
+                    def density(value, row=row, col=col):
+                        point = torch.full((1, 1), value, dtype=torch.float64)
+                        return float(likelihood.log_prob(point, f[row:row + 1, col:col + 1]).exp())
+
+                    total, _ = integrate.quad(density, 0.0, 1.0, epsabs=1e-12, epsrel=1e-11)
+                    mean, _ = integrate.quad(lambda v: v * density(v), 0.0, 1.0, epsabs=1e-12, epsrel=1e-11)
+                    assert total == pytest.approx(1.0, abs=1e-8)
+                    assert mean == pytest.approx(float(likelihood.mean(f[row, col])), abs=1e-8)
+            draws = likelihood.rsample(f.expand(N_MC, 4, 2), torch.Generator().manual_seed(6))
+            np.testing.assert_allclose(draws.mean(0), likelihood.mean(f), atol=6 * 0.3 / np.sqrt(N_MC))
+            np.testing.assert_allclose(draws.var(0), likelihood.variance(f), rtol=0.05)
         elif name == "BernoulliLikelihood":  # 0/1 per feature: the 2^d outcomes of a row add to 1
             outcomes = [torch.tensor([[a, b]], dtype=torch.float64).expand(4, 2) for a in (0, 1) for b in (0, 1)]
             np.testing.assert_allclose(sum(likelihood.log_prob(x, f).exp() for x in outcomes), 1.0, rtol=1e-10)

@@ -78,7 +78,7 @@ The likelihoods live one family per module (``gaussian``, ``student_t``,
 """
 
 from ._base import Likelihood, RegressionLikelihood, gauss_hermite
-from .bernoulli import BernoulliLikelihood, BinaryLikelihood
+from .bernoulli import BernoulliLikelihood, BinaryLikelihood, ContinuousBernoulliLikelihood
 from .categorical import CategoricalLikelihood, SoftmaxLikelihood
 from .gaussian import GaussianLikelihood, HeteroscedasticGaussianLikelihood
 from .robust_max import RobustMaxLikelihood
@@ -86,6 +86,7 @@ from .student_t import StudentTLikelihood
 
 __all__ = [
     "BernoulliLikelihood",
+    "ContinuousBernoulliLikelihood",
     "BinaryLikelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from ._base import N_QUADRATURE, Likelihood, _quadrature, gauss_hermite
 
-__all__ = ["BernoulliLikelihood", "BinaryLikelihood"]
+__all__ = ["BernoulliLikelihood", "BinaryLikelihood", "ContinuousBernoulliLikelihood"]
 
 
 class BernoulliLikelihood(Likelihood):
@@ -45,6 +45,38 @@ class BernoulliLikelihood(Likelihood):
     def mean(f):
         """Success probabilities sigmoid(f)."""
         return torch.sigmoid(f)
+
+
+class ContinuousBernoulliLikelihood(Likelihood):
+    r"""Independent continuous-Bernoulli values in [0, 1] with logits f (Loaiza-Ganem & Cunningham 2019).
+
+    p(x | lambda) = C(lambda) lambda^x (1 - lambda)^(1 - x) on [0, 1], lambda = sigma(f), with the
+    normaliser C(lambda) = 2 artanh(1 - 2 lambda) / (1 - 2 lambda) (2 at lambda = 1/2): the Bernoulli
+    cross-entropy made a density on [0, 1] (Rossi 2022, eq. 5.18, the likelihood of the Bayesian
+    autoencoder). Computed by :class:`torch.distributions.ContinuousBernoulli`.
+    """
+
+    @staticmethod
+    def distribution(f):
+        """The continuous Bernoulli of logits ``f`` (its arguments not validated: f may be any real)."""
+        return torch.distributions.ContinuousBernoulli(logits=f, validate_args=False)
+
+    def log_prob(self, x, f):
+        """Log-density of each row, summed over features: x (n, d) in [0, 1], f (..., n, d) -> (..., n)."""
+        return self.distribution(f).log_prob(x.expand_as(f)).sum(-1)
+
+    def mean(self, f):
+        """E[x | f] of each value, the shape of f (not lambda: the continuous Bernoulli's mean)."""
+        return self.distribution(f).mean
+
+    def variance(self, f):
+        """Var[x | f] of each value, the shape of f."""
+        return self.distribution(f).variance
+
+    def rsample(self, f, generator=None):
+        """One draw of x per value of f, by the inverse CDF of uniforms from ``generator`` (differentiable in f)."""
+        u = torch.rand(f.shape, generator=generator, dtype=f.dtype, device=getattr(generator, "device", "cpu"))
+        return self.distribution(f).icdf(u.to(f.device).clamp(1e-6, 1 - 1e-6))
 
 
 class BinaryLikelihood(Likelihood):

@@ -5,6 +5,8 @@
                            (log-normal hyperparameters, DPP inducing inputs)
 ``functional.py``          GP-induced weight priors fitted by Wasserstein
                            distance (Tran et al. 2022; Rossi 2022, ch. 5)
+``sliced.py``              priors fitted by the distributional sliced
+                           Wasserstein distance to the data (ch. 5.5-5.6)
 =========================  ===============================================
 """
 
@@ -22,6 +24,7 @@ from .functional import (
     inverse_gamma_conditional,
     seeded,
 )
+from .sliced import SlicePushforward, distributional_sliced_wasserstein, fit_dsw_prior, sliced_wasserstein
 from .gaussian_process import dpp_log_prob, log_normal_log_prob, log_normal_raw_log_prob, standard_normal_log_prob
 
 __all__ = [
@@ -30,9 +33,12 @@ __all__ = [
     "LayerFlowPrior",
     "LayerGaussianPrior",
     "LayerInverseGammaPrior",
+    "SlicePushforward",
     "WassersteinCritic",
     "critic_loss",
+    "distributional_sliced_wasserstein",
     "dpp_log_prob",
+    "fit_dsw_prior",
     "fit_functional_prior",
     "gp_function_draws",
     "gradient_penalty",
@@ -40,5 +46,6 @@ __all__ = [
     "log_normal_log_prob",
     "log_normal_raw_log_prob",
     "seeded",
+    "sliced_wasserstein",
     "standard_normal_log_prob",
 ]
