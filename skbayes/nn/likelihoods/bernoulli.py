@@ -8,6 +8,8 @@ References
    machine learning", MIT Press, 2006, section 3.9 (eq. 3.80).
 """
 
+import math
+
 import torch
 from torch.nn import functional as F
 
@@ -53,7 +55,9 @@ class ContinuousBernoulliLikelihood(Likelihood):
     p(x | lambda) = C(lambda) lambda^x (1 - lambda)^(1 - x) on [0, 1], lambda = sigma(f), with the
     normaliser C(lambda) = 2 artanh(1 - 2 lambda) / (1 - 2 lambda) (2 at lambda = 1/2): the Bernoulli
     cross-entropy made a density on [0, 1] (Rossi 2022, eq. 5.18, the likelihood of the Bayesian
-    autoencoder). Computed by :class:`torch.distributions.ContinuousBernoulli`.
+    autoencoder). The mean, variance and draws are those of
+    :class:`torch.distributions.ContinuousBernoulli`; the log-density is
+    written in the logits (:meth:`log_prob`).
     """
 
     @staticmethod
@@ -62,8 +66,19 @@ class ContinuousBernoulliLikelihood(Likelihood):
         return torch.distributions.ContinuousBernoulli(logits=f, validate_args=False)
 
     def log_prob(self, x, f):
-        """Log-density of each row, summed over features: x (n, d) in [0, 1], f (..., n, d) -> (..., n)."""
-        return self.distribution(f).log_prob(x.expand_as(f)).sum(-1)
+        """Log-density of each row, summed over features: x (n, d) in [0, 1], f (..., n, d) -> (..., n).
+
+        Written in the logits: lambda^x (1 - lambda)^(1 - x) = exp(-x softplus(-f) - (1 - x) softplus(f)),
+        and C(lambda) = f / tanh(f / 2) (as artanh(1 - 2 lambda) = -f / 2), 2 + f^2 / 6 near 0. Torch's
+        ``log_prob`` clamps lambda at its float's epsilon, which caps C for logits beyond about -16 (float32)
+        and undercounts the density of values at 0 or 1 the network is sure of by up to a few nats each.
+        """
+        x = x.expand_as(f)
+        size = f.abs()
+        small = size < 1e-3
+        safe = torch.where(small, torch.ones_like(size), size)
+        log_c = torch.where(small, math.log(2.0) + f * f / 12, torch.log(safe) - torch.log(torch.tanh(safe / 2)))
+        return (log_c - x * F.softplus(-f) - (1 - x) * F.softplus(f)).sum(-1)
 
     def mean(self, f):
         """E[x | f] of each value, the shape of f (not lambda: the continuous Bernoulli's mean)."""
