@@ -90,9 +90,16 @@ class Laplace(StackedMLPMethod):
     nats, standardised units: exact for the last layer, the Laplace
     approximation for all weights) and ``n_evidence_iter``.
 
-    Regression with Gaussian noise (``noise="homoscedastic"``) only; the
-    classifier, online tuning and a torch ``module=`` are not supported
-    yet and are refused at fit.
+    With :class:`~skbayes.BayesianMLPClassifier` the GGN is that of the
+    softmax likelihood, Lambda_i = diag(p_i) - p_i p_i^T per row, over the
+    last layer (the full matrix of its weights, the hidden layers at the
+    MAP) or all weights; the predictive is the mean of the softmax of the
+    linearised logits over ``n_mc_predict`` draws. A regressor's last layer
+    in the ``"kron"`` or ``"diag"`` structure goes the same way.
+
+    Regression takes Gaussian noise (``noise="homoscedastic"``) only;
+    online tuning during training and a torch ``module=`` are not supported
+    yet. Both are refused at fit.
 
     Parameters
     ----------
@@ -100,9 +107,9 @@ class Laplace(StackedMLPMethod):
         The weights that get a posterior; the others stay at the MAP.
     hessian : {"auto", "kron", "diag", "full"}, default="auto"
         Structure of the Hessian (GGN) of the subset. ``"auto"``: ``"full"``
-        for the last layer (the exact P x P matrix per output, the only
-        one it takes), ``"kron"`` (per-layer Kronecker factors, KFAC) for
-        all weights.
+        for the last layer (for regression the exact P x P matrix per
+        output, with the closed-form tuning above), ``"kron"`` (per-layer
+        Kronecker factors, KFAC) for all weights.
     prior_tuning : {"post_hoc"} or None, default="post_hoc"
         Maximise the evidence over the prior precision and the noise after
         the MAP fit, or keep ``prior_scale`` and the MAP's noise.
@@ -113,10 +120,8 @@ class Laplace(StackedMLPMethod):
     Raises
     ------
     ValueError
-        At fit: for the classifier, another noise model, ``module=``,
-        ``subset="last_layer"`` with ``hessian`` other than ``"full"`` or
-        ``"auto"``, and ``hessian="full"`` over all weights of a network
-        with more than 4,000 of them.
+        At fit: for another noise model than Gaussian, ``module=``, and
+        ``hessian="full"`` over more than 4,000 weights.
 
     References
     ----------
