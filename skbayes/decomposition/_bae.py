@@ -9,7 +9,7 @@ from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._param_validation import Interval, StrOptions
+from .._param_validation import N_DRAWS, Interval, StrOptions, validate_method_params
 from ..inference import SGHMC, DSWPrior, InferenceMethod
 from ..mixture import BayesianGaussianMixture
 from ..neural_network import BayesianMLPRegressor
@@ -107,7 +107,7 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Epochs the sampler ran.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of the features seen during fit, when X has them (a pandas DataFrame).
 
     References
@@ -233,6 +233,7 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
         return self.scaler_.inverse_transform(mean)
 
+    @validate_method_params(return_std=["boolean"])
     def reconstruct(self, X, return_std=False):
         """The posterior predictive reconstruction of each row: every kept network encodes and decodes it.
 
@@ -262,6 +263,7 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         mean = self.scaler_.inverse_transform(mean)
         return (mean, std / scale) if return_std else mean
 
+    @validate_method_params(n_samples=N_DRAWS, random_state=["random_state"])
     def sample(self, n_samples=1, random_state=None):
         """New rows: codes drawn from the latent density, decoded by the code network.
 

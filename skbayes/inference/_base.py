@@ -251,7 +251,7 @@ class InferenceMethod(BaseEstimator):
         """
         raise ValueError(
             f"{type(self).__name__} works on the MLP only; a torch module takes MCDropout, MeanFieldVI, MNF, "
-            "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC."
+            "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble, SWAG, Laplace (its last layer) or SGHMC."
         )
 
     def n_likelihood_members(self):

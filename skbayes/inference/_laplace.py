@@ -12,7 +12,10 @@ from ..nn.ggn import (
 from ..nn.laplace import (
     held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence,
 )
-from ..nn.networks.laplace import LastLayerLaplaceMLP, LinearizedLaplaceMLP, last_hidden_features
+from ..nn.networks.laplace import (
+    LastLayerLaplaceMLP, LinearizedLaplaceMLP, ModuleLastLayerLaplace, last_hidden_features, last_linear,
+    module_last_layer_features,
+)
 from ._base import Training, adam
 from ._ensemble import StackedMLPMethod
 from ._loop import ADAM_CONSTRAINTS, PREDICT_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
@@ -97,9 +100,13 @@ class Laplace(StackedMLPMethod):
     linearised logits over ``n_mc_predict`` draws. A regressor's last layer
     in the ``"kron"`` or ``"diag"`` structure goes the same way.
 
+    With a torch ``module=`` the posterior is on the module's last
+    :class:`torch.nn.Linear` (``subset="last_layer"``; the module's output
+    must be that layer's), by the same GGN route, the rest of the module at
+    its MAP (:class:`~skbayes.nn.networks.laplace.ModuleLastLayerLaplace`).
+
     Regression takes Gaussian noise (``noise="homoscedastic"``) only;
-    online tuning during training and a torch ``module=`` are not supported
-    yet. Both are refused at fit.
+    online tuning during training is not built.
 
     Parameters
     ----------
@@ -120,8 +127,10 @@ class Laplace(StackedMLPMethod):
     Raises
     ------
     ValueError
-        At fit: for another noise model than Gaussian, ``module=``, and
-        ``hessian="full"`` over more than 4,000 weights.
+        At fit: for another noise model than Gaussian, ``hessian="full"``
+        over more than 4,000 weights, and for a torch module: with
+        ``subset="all"``, or whose output is not its last nn.Linear's, or
+        whose last nn.Linear has no bias.
 
     References
     ----------
@@ -180,10 +189,6 @@ class Laplace(StackedMLPMethod):
     def can_warm_start(self, module):
         return False  # the fitted network is the Laplace posterior, not the MAP network: refit
 
-    def build_module_network(self, n_features, n_outputs, settings, *, generator, device, dtype):
-        raise ValueError("Laplace works on the MLP only for now; a torch module takes MCDropout, MeanFieldVI, MNF, "
-                         "WHVI, BayesByHypernet, BayesByGAN, DeepEnsemble or SGHMC.")
-
     def _hessian(self):
         """The structure in use: ``hessian``, ``"auto"`` being "full" for the last layer and "kron" for all weights."""
         if self.hessian == "auto":
@@ -192,7 +197,7 @@ class Laplace(StackedMLPMethod):
 
     def prepare(self, module, X, Y, settings, context):
         loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
-        if self.subset == "all" or settings.classification or self._hessian() != "full":
+        if self.subset == "all" or settings.classification or self._hessian() != "full" or settings.module is not None:
             return Training(loss_fn, adam(module.parameters(), self),
                             finish=lambda: self._linearized(module, X, Y, settings, context))
 
@@ -243,11 +248,12 @@ class Laplace(StackedMLPMethod):
     def _linearized(self, module, X, Y, settings, context):
         """Replace the MAP network by the linearised network with the GGN Laplace posterior of the subset."""
         network, likelihood = module["network"], module["likelihood"]
-        dtype = network.layers[0].weight.dtype
-        weights = [layer.weight.detach()[0].double() for layer in network.layers]
-        first = 0 if self.subset == "all" else len(weights) - 1  # the layers before it stay at the MAP
         hessian = self._hessian()
-        n_weights = sum(w.numel() for w in weights[first:])
+        if settings.module is not None:
+            weights, raw_factors, build = self._module_last_layer(network)
+        else:
+            weights, raw_factors, build = self._mlp_subset(network, settings)
+        n_weights = sum(w.numel() for w in weights)
         if hessian == "full" and n_weights > _MAX_FULL_WEIGHTS:
             raise ValueError(f"Laplace(hessian='full') needs a {n_weights} x {n_weights} matrix for subset="
                              f"{self.subset!r}; it is built for at most {_MAX_FULL_WEIGHTS} weights. Use "
@@ -255,8 +261,7 @@ class Laplace(StackedMLPMethod):
         classification = settings.classification
 
         def factors(rows):
-            f, inputs, grads = mlp_jacobian_factors(rows.double(), weights, settings.activation)
-            inputs, grads = inputs[first:], grads[first:]
+            f, inputs, grads = raw_factors(rows)
             if classification:  # Lambda_i = diag(p) - p p^T = M_i^T M_i, M_i = diag(sqrt p) - sqrt(p) p^T
                 p = torch.softmax(f, dim=-1)
                 root = torch.diag_embed(p.sqrt()) - p.sqrt()[:, :, None] * p[:, None, :]
@@ -269,7 +274,7 @@ class Laplace(StackedMLPMethod):
 
         with torch.no_grad():
             f = torch.cat([factors(X[i:i + _FEATURE_BLOCK])[0] for i in range(0, X.shape[0], _FEATURE_BLOCK)])
-            n_blocks = 1 if hessian == "full" else len(weights) - first
+            n_blocks = 1 if hessian == "full" else len(weights)
             precision = torch.full((n_blocks,), 1.0 / settings.prior_scale**2, dtype=torch.float64)
             n_iter = 0
 
@@ -278,7 +283,7 @@ class Laplace(StackedMLPMethod):
                 nonlocal n_iter
                 if self.prior_tuning != "post_hoc":
                     return ggn, precision
-                precision, steps = maximize_prior_precision(weights[first:], ggn, precision)
+                precision, steps = maximize_prior_precision(weights, ggn, precision)
                 n_iter += steps
                 return ggn, precision
 
@@ -289,14 +294,53 @@ class Laplace(StackedMLPMethod):
             else:
                 bases, precision, log_lik = self._tuned_regression(
                     likelihood, blocks, factors, X, Y.double(), f, context, hessian, precision, tuned)
-            evidence = laplace_log_evidence(log_lik, weights[first:], bases, precision)
-        module["network"] = LinearizedLaplaceMLP([w.to(dtype) for w in weights], [b.to(dtype) for b in bases],
-                                                 precision.to(dtype), settings.activation, n_fixed=first)
+            evidence = laplace_log_evidence(log_lik, weights, bases, precision)
+        module["network"] = build(bases, precision)
         return {
             "prior_precision": float(precision.mean()),
             "log_evidence": float(evidence),
             "n_evidence_iter": int(n_iter),
         }
+
+    def _mlp_subset(self, network, settings):
+        """The MLP's posterior weights (all, or the last layer), their Jacobian factors and the network builder."""
+        dtype = network.layers[0].weight.dtype
+        all_weights = [layer.weight.detach()[0].double() for layer in network.layers]
+        first = 0 if self.subset == "all" else len(all_weights) - 1  # the layers before it stay at the MAP
+
+        def raw_factors(rows):
+            f, inputs, grads = mlp_jacobian_factors(rows.double(), all_weights, settings.activation)
+            return f, inputs[first:], grads[first:]
+
+        def build(bases, precision):
+            return LinearizedLaplaceMLP([w.to(dtype) for w in all_weights], [b.to(dtype) for b in bases],
+                                        precision.to(dtype), settings.activation, n_fixed=first)
+
+        return all_weights[first:], raw_factors, build
+
+    def _module_last_layer(self, network):
+        """A torch module's last nn.Linear: its weights (P, k), the factors of the rows and the network builder."""
+        if self.subset != "last_layer":
+            raise ValueError("Laplace on a torch module puts its posterior on the module's last nn.Linear: use "
+                             "subset='last_layer' (subset='all' is built for the MLP).")
+        name, layer = last_linear(network._base)
+        tensors = dict(zip(network.names, network.stacked))
+        if layer.bias is None:
+            raise ValueError("Laplace on a torch module needs a bias in the module's last nn.Linear.")
+        weight = tensors[f"{name}.weight"].detach()[0]  # (k, n_in)
+        dtype = weight.dtype
+        last = torch.cat([weight.T, tensors[f"{name}.bias"].detach()[0][None]]).double()  # (n_in + 1, k)
+
+        def raw_factors(rows):
+            phi, f = module_last_layer_features(network, rows)
+            k = f.shape[1]
+            eye = torch.eye(k, dtype=torch.float64, device=f.device).expand(f.shape[0], k, k)
+            return f.double(), [phi.double()], [eye]
+
+        def build(bases, precision):
+            return ModuleLastLayerLaplace(network, last.to(dtype), [b.to(dtype) for b in bases], precision.to(dtype))
+
+        return [last], raw_factors, build
 
     def _tuned_regression(self, likelihood, blocks, factors, X, y, f, context, hessian, precision, tuned):
         """The GGN bases, tuned prior precisions and log-likelihood of Gaussian regression; sets the noise."""

@@ -239,3 +239,36 @@ def test_classifier_at_defaults_is_accurate_and_less_confident_away_from_the_dat
     # spread grows as fast, so its mean probability stays below (Kristiadi et al. 2020)
     assert confidence["laplace"] < confidence["map"] - 0.05, confidence
     assert confidence["laplace_all"] < confidence["map"] - 0.05, confidence
+
+
+def test_torch_module_last_layer():
+    # any module whose output is its last nn.Linear's: the posterior of that layer, for the regressor (against the
+    # exact Bayesian linear regression on the module's features) and the classifier
+    from torch import nn
+
+    from skbayes.nn.networks.laplace import module_last_layer_features
+
+    class Net(nn.Sequential):
+        def __init__(self, n_features, n_outputs):
+            super().__init__(nn.Linear(n_features, 16), nn.Tanh(), nn.Linear(16, n_outputs))
+
+    rng = np.random.RandomState(5)
+    X, y = _sine(200, rng)
+    method = Laplace(prior_tuning=None, early_stopping=False, max_iter=100)
+    model = BayesianMLPRegressor(module=Net, inference=method, noise_std=0.3, normalize_y=False, prior_scale=1.0,
+                                 noise="homoscedastic", random_state=0).fit(X, y)
+    network = model.module_["network"]
+    x_new = torch.tensor(np.linspace(-5, 5, 11)[:, None], dtype=network.last_weight.dtype)
+    with torch.no_grad():
+        phi = module_last_layer_features(network.network, torch.tensor(X, dtype=x_new.dtype))[0].double().numpy()
+        phi_new = network.features(x_new).double().numpy()
+        _, var = network.predictive_moments(x_new)
+    cov = np.linalg.inv(phi.T @ phi / 0.3**2 + np.eye(phi.shape[1]))  # the layer's posterior given the features
+    np.testing.assert_allclose(var[:, 0].double().numpy(), np.einsum("ij,jk,ik->i", phi_new, cov, phi_new),
+                               rtol=1e-3)
+    parts = model.predict_uncertainty(x_new.numpy())
+    assert parts["epistemic_std"][[0, -1]].min() > parts["epistemic_std"][5]  # wider away from the data
+    clf = BayesianMLPClassifier(module=Net, inference=Laplace(), random_state=0).fit(X, (y > 0).astype(int))
+    assert clf.score(X, (y > 0).astype(int)) > 0.85
+    with pytest.raises(ValueError, match="subset='last_layer'"):
+        BayesianMLPRegressor(module=Net, inference=Laplace(subset="all"), noise="homoscedastic").fit(X, y)

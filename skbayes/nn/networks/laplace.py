@@ -16,7 +16,8 @@ from ..functional import ACTIVATIONS, feed_forward, standard_normal
 from ..ggn import LayerEigenbasis, activation_derivative, glm_predictive_variance, mlp_jacobian_factors
 from .mlp import forward_with_parameters
 
-__all__ = ["LastLayerLaplaceMLP", "LinearizedLaplaceMLP", "last_hidden_features"]
+__all__ = ["LastLayerLaplaceMLP", "LinearizedLaplaceMLP", "ModuleLastLayerLaplace", "last_hidden_features", "last_linear",
+           "module_last_layer_features"]
 
 
 def last_hidden_features(x, hidden_weights, activation="relu"):
@@ -214,3 +215,109 @@ class LinearizedLaplaceMLP(nn.Module):
     def extra_repr(self):
         n_outputs = getattr(self, f"weight_{self.n_layers - 1}").shape[1]
         return f"n_layers={self.n_layers}, n_outputs={n_outputs}, activation={self.activation!r}"
+
+
+def last_linear(module):
+    """The last :class:`torch.nn.Linear` of ``module`` (in the order of ``named_modules``): (name, layer).
+
+    Raises
+    ------
+    ValueError
+        If the module has none.
+    """
+    linears = [(name, layer) for name, layer in module.named_modules() if isinstance(layer, nn.Linear)]
+    if not linears:
+        raise ValueError("Laplace on a torch module puts its posterior on the module's last nn.Linear; the module "
+                         "has none.")
+    return linears[-1]
+
+
+def module_last_layer_features(network, x):
+    """phi(x) = [input of the module's last nn.Linear, 1] under member 0, shape (n, P), and the output (n, k).
+
+    ``network`` is a :class:`~skbayes.nn.networks.module.StackedModuleNetwork`; its first member's
+    parameters are used.
+
+    Raises
+    ------
+    ValueError
+        If the module's output is not that layer's output, one row per input row (then the last
+        layer is not the module's last operation).
+    """
+    _, layer = last_linear(network._base)
+    store = {}
+    handle = layer.register_forward_hook(lambda module, inputs, output: store.update(inputs=inputs[0], output=output))
+    try:
+        out = network._call([tensor[0] for tensor in network.stacked], x)
+    finally:
+        handle.remove()
+    h, last = store["inputs"].reshape(-1, layer.in_features), store["output"].reshape(-1, layer.out_features)
+    if h.shape[0] != x.shape[0] or last.shape != out.shape or not torch.equal(last, out):
+        raise ValueError("Laplace on a torch module needs the module's output to be its last nn.Linear's output, one "
+                         "row per input row; this module does more after that layer.")
+    return torch.cat([h, torch.ones_like(h[:, :1])], dim=1), out
+
+
+class ModuleLastLayerLaplace(nn.Module):
+    """A torch module at its MAP with a Gaussian posterior over its last :class:`torch.nn.Linear` (last-layer Laplace).
+
+    f(x) = phi(x)^T (W_* + dW), phi the input of the last linear layer with a constant for its bias, dW ~ N(0,
+    (H + delta)^{-1}) for the layer's GGN H in one of the structures of :mod:`skbayes.nn.ggn`: the
+    last-layer Laplace of Daxberger et al. (2021, section 3.2) on any module whose output is that layer's.
+
+    Parameters
+    ----------
+    network : StackedModuleNetwork
+        The MAP module (its first member); it computes phi.
+    last_weight : torch.Tensor of shape (P, k)
+        The last layer's MAP weights, the bias as the last row.
+    bases : list of skbayes.nn.ggn.LayerEigenbasis
+        One basis over the (P, k) layer (its eigenvalues of that shape, or of shape (P k,) for ``"full"``).
+    prior_precision : torch.Tensor of shape (1,)
+    """
+
+    def __init__(self, network, last_weight, bases, prior_precision):
+        super().__init__()
+        self.network = network
+        self.register_buffer("last_weight", last_weight.detach().clone())
+        (basis,) = bases
+        self.register_buffer("eigenvalues", basis.eigenvalues.detach().clone())
+        self.register_buffer("q_in", None if basis.q_in is None else basis.q_in.detach().clone())
+        self.register_buffer("q_out", None if basis.q_out is None else basis.q_out.detach().clone())
+        self.register_buffer("prior_precision", prior_precision.detach().clone())
+
+    def bases(self):
+        """The posterior's eigenbasis, as a one-element list."""
+        return [LayerEigenbasis(self.eigenvalues, self.q_in, self.q_out)]
+
+    def features(self, x):
+        """phi(x), shape (n, P)."""
+        return module_last_layer_features(self.network, x)[0]
+
+    def predictive_moments(self, x):
+        """Mean phi^T W_* and variance of the last layer's Gaussian predictive of f, each (n, k)."""
+        phi = self.features(x)
+        k = self.last_weight.shape[1]
+        eye = torch.eye(k, dtype=phi.dtype, device=phi.device).expand(phi.shape[0], k, k)
+        return phi @ self.last_weight, glm_predictive_variance([phi], [eye], self.bases(), self.prior_precision)
+
+    def sample_parameters(self, n_samples, generator=None):
+        """``n_samples`` draws of the last layer's deviation dW, a one-element list of shape (S, P, k)."""
+        (basis,) = self.bases()
+        return [basis.sample(n_samples, self.prior_precision[0], generator).reshape(n_samples,
+                                                                                      *self.last_weight.shape)]
+
+    def prediction_row_size(self, parameters):
+        """Values held per input row: the module's widest layer and one output per draw."""
+        return 2 * self.network.widest + parameters[0].shape[0] * self.last_weight.shape[1]
+
+    def forward_with(self, x, parameters):
+        """f at x (n, n_features) for each draw: shape (S, n, k)."""
+        phi = self.features(x)
+        return phi @ self.last_weight + torch.matmul(phi, parameters[0])
+
+    def forward(self, x, generator=None, sample=True):
+        """One draw (``sample=True``) or the MAP, shape (1, n, k)."""
+        if not sample:
+            return (self.features(x) @ self.last_weight)[None]
+        return self.forward_with(x, self.sample_parameters(1, generator))
