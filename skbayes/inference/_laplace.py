@@ -5,9 +5,11 @@ import math
 import torch
 
 from .._param_validation import StrOptions
+from ..nn import GaussianLikelihood
 from ..nn.functional import inverse_softplus
 from ..nn.ggn import (
-    ggn_eigenbases, glm_predictive_variance, laplace_log_evidence, maximize_prior_precision, mlp_jacobian_factors,
+    fisher_root, ggn_eigenbases, glm_predictive_variance, laplace_log_evidence, maximize_prior_precision,
+    mlp_jacobian_factors,
 )
 from ..nn.laplace import (
     held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence,
@@ -105,8 +107,12 @@ class Laplace(StackedMLPMethod):
     must be that layer's), by the same GGN route, the rest of the module at
     its MAP (:class:`~skbayes.nn.networks.laplace.ModuleLastLayerLaplace`).
 
-    Regression takes Gaussian noise (``noise="homoscedastic"``) only;
-    online tuning during training is not built.
+    Regression takes every noise model. With Gaussian noise
+    (``noise="homoscedastic"``, its ``noise="auto"``) the noise is tuned as
+    above; with Student-t or heteroscedastic noise the GGN weighs the
+    outputs by the likelihood's Fisher information at the MAP
+    (:func:`skbayes.nn.ggn.fisher_root`) and the noise parameters stay those of the MAP
+    fit. Online tuning during training is not built.
 
     Parameters
     ----------
@@ -127,8 +133,8 @@ class Laplace(StackedMLPMethod):
     Raises
     ------
     ValueError
-        At fit: for another noise model than Gaussian, ``hessian="full"``
-        over more than 4,000 weights, and for a torch module: with
+        At fit: for ``hessian="full"`` over more than 4,000 weights, and
+        for a torch module: with
         ``subset="all"``, or whose output is not its last nn.Linear's, or
         whose last nn.Linear has no bias.
 
@@ -150,7 +156,7 @@ class Laplace(StackedMLPMethod):
     """
 
     supports_partial_fit = False
-    noise_models = frozenset({"homoscedastic"})
+    noise_models = frozenset({"homoscedastic", "student_t", "heteroscedastic"})
     auto_noise = "homoscedastic"
 
     _parameter_constraints = {
@@ -197,7 +203,9 @@ class Laplace(StackedMLPMethod):
 
     def prepare(self, module, X, Y, settings, context):
         loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
-        if self.subset == "all" or settings.classification or self._hessian() != "full" or settings.module is not None:
+        exact = (not settings.classification and isinstance(module["likelihood"], GaussianLikelihood)
+                 and self.subset == "last_layer" and self._hessian() == "full" and settings.module is None)
+        if not exact:
             return Training(loss_fn, adam(module.parameters(), self),
                             finish=lambda: self._linearized(module, X, Y, settings, context))
 
@@ -260,12 +268,17 @@ class Laplace(StackedMLPMethod):
                              "hessian='kron' or 'diag'.")
         classification = settings.classification
 
+        gaussian = not classification and isinstance(likelihood, GaussianLikelihood)
+
         def factors(rows):
             f, inputs, grads = raw_factors(rows)
             if classification:  # Lambda_i = diag(p) - p p^T = M_i^T M_i, M_i = diag(sqrt p) - sqrt(p) p^T
                 p = torch.softmax(f, dim=-1)
                 root = torch.diag_embed(p.sqrt()) - p.sqrt()[:, :, None] * p[:, None, :]
                 grads = [root @ g for g in grads]
+            elif not gaussian:  # the Fisher of the likelihood's outputs, diagonal: its square root scales each
+                root = fisher_root(likelihood, f)  # (n, w)
+                grads = [root[:, :, None] * g for g in grads]
             return f, inputs, grads
 
         def blocks(rows):
@@ -287,10 +300,13 @@ class Laplace(StackedMLPMethod):
                 n_iter += steps
                 return ggn, precision
 
-            if classification:  # the GGN of the categorical likelihood, nothing to tune but delta
+            if not gaussian:  # the GGN of the categorical or the Fisher of the likelihood: nothing to tune but delta
                 bases, precision = tuned(ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype), hessian),
                                          precision)
-                log_lik = torch.distributions.Categorical(logits=f).log_prob(Y[:, 0].long()).sum()
+                if classification:
+                    log_lik = torch.distributions.Categorical(logits=f).log_prob(Y[:, 0].long()).sum()
+                else:
+                    log_lik = likelihood.log_prob(Y.double(), f).sum()
             else:
                 bases, precision, log_lik = self._tuned_regression(
                     likelihood, blocks, factors, X, Y.double(), f, context, hessian, precision, tuned)

@@ -87,8 +87,8 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
           degrees of freedom nu > 2 per output, robust to outlying targets
           (:class:`skbayes.nn.StudentTLikelihood`).
 
-        ``PBP`` and ``Laplace`` fit ``"homoscedastic"`` only; every other
-        method fits all three.
+        ``PBP`` fits ``"homoscedastic"`` only; every other method fits all
+        three (``Laplace`` tunes the noise of the first only).
     noise_std : "learn" or float, default="learn"
         Observation noise standard deviation (the Student-t's scale with
         ``noise="student_t"``): ``"learn"`` fits it (type-II maximum

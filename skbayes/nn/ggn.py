@@ -46,11 +46,14 @@ References
    Bayesian neural nets via local linearization", AISTATS 2021.
 """
 
+import math
+
 import torch
+from torch.nn import functional as F
 
 from .functional import ACTIVATIONS, standard_normal
 
-__all__ = ["LayerEigenbasis", "activation_derivative", "ggn_eigenbases", "glm_predictive_variance",
+__all__ = ["LayerEigenbasis", "activation_derivative", "fisher_root", "ggn_eigenbases", "glm_predictive_variance",
            "laplace_log_evidence", "maximize_prior_precision", "mlp_jacobian_factors"]
 
 
@@ -288,3 +291,31 @@ def glm_predictive_variance(inputs, grads, bases, prior_precision):
         g_rot = g if basis.q_out is None else g @ basis.q_out  # (n, k, n_out): Q_G^T g
         total = total + torch.einsum("ia,ab,ijb->ij", a_rot.square(), 1.0 / (basis.eigenvalues + delta), g_rot.square())
     return total
+
+
+def fisher_root(likelihood, f):
+    """The square root of the Fisher information of a regression likelihood's outputs, per row: shape (n, w).
+
+    The Fisher information is diagonal in the network's outputs f (n, w) for
+    the regression likelihoods, and is the Λ_i of the GGN (Daxberger et al.
+    2021, eq. 5; Martens 2020):
+
+    - Student-t with scale s and nu degrees of freedom, for its location:
+      (nu + 1) / ((nu + 3) s^2) (Lange et al. 1989);
+    - heteroscedastic Gaussian, outputs (mu, r) with sigma = softplus(r + c)
+      + sigma_min: 1 / sigma^2 for mu and 2 sigmoid(r + c)^2 / sigma^2 for r
+      (the Fisher of sigma, 2 / sigma^2, through d sigma / d r);
+    - homoscedastic Gaussian: 1 / sigma^2.
+    """
+    n = f.shape[0]
+    from .likelihoods import StudentTLikelihood
+
+    if isinstance(likelihood, StudentTLikelihood):
+        df, scale = likelihood.df.detach().reshape(-1).to(f), likelihood.scale.detach().reshape(-1).to(f)
+        return ((df + 1) / ((df + 3) * scale**2)).sqrt().expand(n, -1)
+    if getattr(likelihood, "heteroscedastic", False):
+        k = likelihood.n_outputs
+        raw = f[:, k:] + likelihood.shift
+        sigma = F.softplus(raw) + likelihood.min_std
+        return torch.cat([1.0 / sigma, math.sqrt(2.0) * torch.sigmoid(raw) / sigma], dim=1)
+    return likelihood.noise_variance().detach().reshape(-1).to(f).rsqrt().expand(n, -1)

@@ -129,8 +129,6 @@ def test_reproducible_and_refusals():
     first = BayesianMLPRegressor(**kwargs).fit(X, y)
     second = BayesianMLPRegressor(**kwargs).fit(X, y)
     np.testing.assert_array_equal(first.predict(X, return_std=True), second.predict(X, return_std=True))
-    with pytest.raises(ValueError, match="homoscedastic"):
-        BayesianMLPRegressor(inference=Laplace(), noise="heteroscedastic").fit(X, y)
     assert not hasattr(BayesianMLPRegressor(inference=Laplace()), "partial_fit")  # one epoch is no Laplace fit
 
 
@@ -272,3 +270,46 @@ def test_torch_module_last_layer():
     assert clf.score(X, (y > 0).astype(int)) > 0.85
     with pytest.raises(ValueError, match="subset='last_layer'"):
         BayesianMLPRegressor(module=Net, inference=Laplace(subset="all"), noise="homoscedastic").fit(X, y)
+
+
+def test_student_t_fisher_weighs_the_ggn():
+    # the Fisher information of a Student-t location, (nu + 1) / ((nu + 3) s^2), against the mean squared score of
+    # scipy's draws; then the posterior precision of a linear model under it, against numpy
+    from scipy.stats import t as student_t
+
+    from skbayes.nn.ggn import fisher_root
+
+    nu, s = 4.5, 0.7
+    y = student_t.rvs(nu, scale=s, size=400_000, random_state=0)
+    score = (nu + 1) * y / (nu * s**2 + y**2)
+    assert (nu + 1) / ((nu + 3) * s**2) == pytest.approx(np.mean(score**2), rel=0.01)
+    X, y, _ = make_blr_data(n_samples=80, noise_std=0.3, random_state=6)
+    model = BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(hessian="full", prior_tuning=None,
+                                                                          early_stopping=False),
+                                 noise="student_t", prior_scale=0.8, normalize_y=False, random_state=0).fit(X, y)
+    likelihood, network = model.module_["likelihood"], model.module_["network"]
+    fisher = float(fisher_root(likelihood, torch.zeros(1, 1))[0, 0]) ** 2
+    df, scale = float(likelihood.df.reshape(())), float(likelihood.scale.reshape(()))
+    assert fisher == pytest.approx((df + 1) / ((df + 3) * scale**2), rel=1e-5)
+    Phi = np.hstack([X, np.ones((80, 1))])
+    basis = network.bases()[0]
+    q = basis.q_in.double().numpy()
+    np.testing.assert_allclose(q @ np.diag(basis.eigenvalues.double().numpy()) @ q.T, fisher * Phi.T @ Phi,
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("noise", ["student_t", "heteroscedastic"])
+def test_other_noise_models_cover_at_the_defaults(noise):
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-3, 3, (400, 1))
+    X_test = rng.uniform(-3, 3, (2000, 1))
+    sd = lambda x: 0.1 + 0.2 * np.abs(x[:, 0])  # noqa: E731
+    y = np.sin(2 * X[:, 0]) + sd(X) * rng.randn(400)
+    y_test = np.sin(2 * X_test[:, 0]) + sd(X_test) * rng.randn(2000)
+    model = BayesianMLPRegressor(inference=Laplace(), noise=noise, random_state=0).fit(X, y)
+    low, high = model.predict_quantiles(X_test, [0.05, 0.95]).T
+    coverage = np.mean((y_test >= low) & (y_test <= high))
+    assert 0.82 <= coverage <= 0.97, coverage
+    if noise == "heteroscedastic":  # the noise it predicts follows the true one
+        aleatoric = model.predict_uncertainty(np.array([[0.0], [2.5]])).aleatoric_std
+        assert aleatoric[1] > 2 * aleatoric[0], aleatoric

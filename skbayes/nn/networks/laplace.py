@@ -16,8 +16,8 @@ from ..functional import ACTIVATIONS, feed_forward, standard_normal
 from ..ggn import LayerEigenbasis, activation_derivative, glm_predictive_variance, mlp_jacobian_factors
 from .mlp import forward_with_parameters
 
-__all__ = ["LastLayerLaplaceMLP", "LinearizedLaplaceMLP", "ModuleLastLayerLaplace", "last_hidden_features", "last_linear",
-           "module_last_layer_features"]
+__all__ = ["LastLayerLaplaceMLP", "LinearizedLaplaceMLP", "ModuleLastLayerLaplace", "last_hidden_features",
+           "last_linear", "module_last_layer_features"]
 
 
 def last_hidden_features(x, hidden_weights, activation="relu"):
@@ -177,7 +177,7 @@ class LinearizedLaplaceMLP(nn.Module):
         return f, glm_predictive_variance(inputs[first:], grads[first:], self.bases(), self.prior_precision)
 
     def sample_parameters(self, n_samples, generator=None):
-        """``n_samples`` draws of theta - theta_*: per layer dW of shape (S, n_in, n_out) and db of shape (S, 1, n_out)."""
+        """``n_samples`` draws of theta - theta_*: per layer dW (S, n_in, n_out) and db (S, 1, n_out)."""
         weights = self.weights()
         free = weights[self.n_fixed:]
         draws = [basis.sample(n_samples, delta, generator) for basis, delta in zip(self.bases(), self.prior_precision)]
