@@ -1,5 +1,6 @@
 """The Bayesian autoencoder: SGHMC over an autoencoder's weights under a prior chosen by DSW (Rossi 2022, §5.5-5.6)."""
 
+import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -211,10 +212,14 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
             z = forward_with_parameters(self._tensor(X_scaled), parameters, self.activation)
         return z[0].cpu().numpy()
 
-    def _decode_logits(self, Z, parameters):
+    def _decode(self, Z):
+        """Codes Z (n, K) decoded by the code network: the continuous Bernoulli's mean, in X's units (n, d)."""
         n_encoder = len(self._hidden()) + 1
-        z = ACTIVATIONS[self.activation](self._tensor(Z))
-        return forward_with_parameters(z, parameters[n_encoder:], self.activation)
+        with torch.no_grad():
+            z = ACTIVATIONS[self.activation](self._tensor(Z))
+            logits = forward_with_parameters(z, self._parameters([self.code_network_])[n_encoder:], self.activation)
+            mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
+        return self.scaler_.inverse_transform(mean)
 
     def transform(self, X):
         """The code of each row under the code network (``code_network_``): shape (n_samples, n_components)."""
@@ -228,10 +233,7 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         Z = np.asarray(X, dtype=float)
         if Z.ndim != 2 or Z.shape[1] != self.n_components:
             raise ValueError(f"Codes must have shape (n_samples, {self.n_components}); got {Z.shape}.")
-        with torch.no_grad():
-            logits = self._decode_logits(Z, self._parameters([self.code_network_]))
-            mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
-        return self.scaler_.inverse_transform(mean)
+        return self._decode(Z)
 
     @validate_method_params(return_std=["boolean"])
     def reconstruct(self, X, return_std=False):
@@ -274,14 +276,10 @@ class BayesianAutoencoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
         """
         check_is_fitted(self)
         rng = check_random_state(random_state)
-        density = self.latent_density_
+        density = copy.copy(self.latent_density_)  # seeded here, without changing the fitted one
         density.random_state = rng.randint(np.iinfo(np.int32).max)
         Z, _ = density.sample(n_samples)
-        Z = Z[rng.permutation(n_samples)]  # sample() returns the codes grouped by component
-        with torch.no_grad():
-            logits = self._decode_logits(Z, self._parameters([self.code_network_]))
-            mean = ContinuousBernoulliLikelihood().mean(logits)[0].cpu().numpy()
-        return self.scaler_.inverse_transform(mean)
+        return self._decode(Z[rng.permutation(n_samples)])  # sample() returns the codes grouped by component
 
     def score_samples(self, X):
         """log (1/S) sum_s p(x | f_s(x)) of each row: the reconstruction log-likelihood (nats, X scaled to [0, 1])."""

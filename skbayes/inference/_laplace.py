@@ -12,7 +12,7 @@ from ..nn.ggn import (
     mlp_jacobian_factors,
 )
 from ..nn.laplace import (
-    held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence,
+    held_out_noise_variance, last_layer_log_evidence, last_layer_posterior, maximize_last_layer_evidence, noise_floor,
 )
 from ..nn.networks.laplace import (
     LastLayerLaplaceMLP, LinearizedLaplaceMLP, ModuleLastLayerLaplace, last_hidden_features, last_linear,
@@ -34,6 +34,19 @@ _NOISE_ROUNDS = 10
 _NOISE_BISECTIONS = 40
 # Most weights of hessian="full" over all weights (a P x P matrix and its eigendecomposition).
 _MAX_FULL_WEIGHTS = 4000
+
+
+def _held_out_rows(context):
+    """The stopping rule's held-out rows (X_val, Y_val) when there are enough to estimate the noise on, else None."""
+    if context.validation is not None and context.validation[0].shape[0] >= _MIN_TUNING_ROWS:
+        return context.validation
+    return None
+
+
+def _set_noise(likelihood, noise_var):
+    """Write the noise variances (k,) into a Gaussian likelihood's raw parameter."""
+    raw = likelihood.raw_noise
+    raw.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(raw.dtype))
 
 
 @method_doc()
@@ -220,9 +233,9 @@ class Laplace(StackedMLPMethod):
 
             with torch.no_grad():
                 phi, y = features(X), Y.double()
-                held_out = None
-                if context.validation is not None and context.validation[0].shape[0] >= _MIN_TUNING_ROWS:
-                    held_out = features(context.validation[0]), context.validation[1].double()
+                held_out = _held_out_rows(context)
+                if held_out is not None:
+                    held_out = features(held_out[0]), held_out[1].double()
                 noise_var = likelihood.noise_variance().detach().double().reshape(-1)
                 precision = torch.full_like(noise_var, 1.0 / settings.prior_scale**2)
                 n_iter = 0
@@ -241,7 +254,7 @@ class Laplace(StackedMLPMethod):
                         noise_var, precision, n_iter = maximize_last_layer_evidence(phi, y, noise_var, precision,
                                                                                     learn_noise=learn_noise)
                     if learn_noise:
-                        likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor).to(dtype))
+                        _set_noise(likelihood, noise_var)
                 mean, chol = last_layer_posterior(phi, y, noise_var, precision)
                 evidence = last_layer_log_evidence(phi, y, noise_var, precision)
             module["network"] = LastLayerLaplaceMLP(weights[:-1], mean.to(dtype), chol.to(dtype), settings.activation)
@@ -292,17 +305,17 @@ class Laplace(StackedMLPMethod):
             n_iter = 0
 
             def tuned(ggn, precision):
-                """The GGN and the evidence's prior precisions for it."""
+                """The evidence's prior precisions for the GGN ``ggn`` (``precision`` itself without tuning)."""
                 nonlocal n_iter
                 if self.prior_tuning != "post_hoc":
-                    return ggn, precision
+                    return precision
                 precision, steps = maximize_prior_precision(weights, ggn, precision)
                 n_iter += steps
-                return ggn, precision
+                return precision
 
             if not gaussian:  # the GGN of the categorical or the Fisher of the likelihood: nothing to tune but delta
-                bases, precision = tuned(ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype), hessian),
-                                         precision)
+                bases = ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype), hessian)
+                precision = tuned(bases, precision)
                 if classification:
                     log_lik = torch.distributions.Categorical(logits=f).log_prob(Y[:, 0].long()).sum()
                 else:
@@ -369,26 +382,26 @@ class Laplace(StackedMLPMethod):
                 return [basis.scaled(1.0 / noise_var[0]) for basis in unit]
             return ggn_eigenbases(blocks(X), 1.0 / noise_var, hessian)
 
-        validation = context.validation
-        if (self.prior_tuning == "post_hoc" and learn_noise and validation is not None
-                and validation[0].shape[0] >= _MIN_TUNING_ROWS):
+        validation = _held_out_rows(context)
+        if self.prior_tuning == "post_hoc" and learn_noise and validation is not None:
             # sigma_j^2 = c s_j, s_j the held-out rows' mean squared error: c in (0, 1] such that the predictive
             # variance, epistemic (at that noise and its tuned delta) plus noise, matches s_j on average (eq. 4).
             # The epistemic part shrinks as the noise does, so c is found by bisection in log c; alternating the
             # two updates could end on the noise floor when the epistemic part alone exceeded the squared errors.
             f_val, inputs_val, grads_val = factors(validation[0])
             target = (validation[1].double() - f_val).square().mean(0)
-            floor = (1e-6 * y.var(dim=0, correction=0)).clamp_min(1e-10)
+            floor = noise_floor(y)
             low, high = -14.0, 0.0  # log c
             for _ in range(_NOISE_BISECTIONS):
                 middle = 0.5 * (low + high)
                 noise_var = torch.maximum(math.exp(middle) * target, floor)
-                bases, precision = tuned(ggn_at(noise_var), precision)
+                bases = ggn_at(noise_var)
+                precision = tuned(bases, precision)
                 epistemic = glm_predictive_variance(inputs_val, grads_val, bases, precision).mean(0)
                 excess = ((epistemic + noise_var) / target).mean() - 1.0
                 low, high = (low, middle) if excess > 0 else (middle, high)
             noise_var = torch.maximum(math.exp(low) * target, floor)
-            likelihood.raw_noise.copy_(inverse_softplus(noise_var.sqrt() - likelihood._floor)
-                                       .to(likelihood.raw_noise.dtype))
-        bases, precision = tuned(ggn_at(noise_var), precision)
+            _set_noise(likelihood, noise_var)
+        bases = ggn_at(noise_var)
+        precision = tuned(bases, precision)
         return bases, precision, torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()

@@ -6,7 +6,8 @@ import torch
 
 from .._param_validation import Interval
 from .._training import Callback
-from ..nn.swag import SWAGMoments, flatten_members, unflatten_members
+from ..nn.functional import unflatten
+from ..nn.swag import SWAGMoments, flatten_members
 from ._base import Training, adam
 from ._ensemble import StackedMLPMethod
 from ._loop import ADAM_CONSTRAINTS, STOPPING_CONSTRAINTS, method_doc
@@ -159,7 +160,7 @@ class SWAG(StackedMLPMethod):
         tensors = network.member_tensors()
         draws = moments.sample(self.n_draws, generator)  # (M, n_draws, P)
         flat = draws.reshape(-1, draws.shape[-1]).to(tensors[0].dtype)
-        module["network"] = network.with_member_tensors(unflatten_members(flat, tensors))
+        module["network"] = network.with_member_tensors(unflatten(flat, [t.shape[1:] for t in tensors]))
         if record.noise:
             index = torch.arange(self.n_models, device=flat.device).repeat_interleave(self.n_draws)
             likelihood = module["likelihood"].with_member_tensors(record.noise)

@@ -44,6 +44,7 @@ __all__ = [
     "random_signs",
     "standard_normal",
     "uniform_init",
+    "unflatten",
 ]
 
 #: log(2 pi), the constant of the Gaussian log-density.
@@ -61,6 +62,33 @@ ACTIVATIONS = {
 
 #: The values of ``prior_scaling`` besides None (:func:`layer_prior_scale`).
 PRIOR_SCALINGS = ("fan_in",)
+
+
+def unflatten(flat, shapes):
+    """Split the rows of ``flat`` (S, P) into tensors of shape ``(S, *shape)``, one per shape, in order.
+
+    The inverse of concatenating each tensor's values row-major: the P columns
+    are the shapes' sizes in turn.
+
+    Parameters
+    ----------
+    flat : torch.Tensor of shape (S, P)
+    shapes : sequence of tuple of int
+        P = the sum of their sizes.
+
+    Returns
+    -------
+    tensors : list of torch.Tensor
+
+    Raises
+    ------
+    ValueError
+        If the shapes' sizes do not add up to P.
+    """
+    sizes = [math.prod(shape) for shape in shapes]
+    if sum(sizes) != flat.shape[-1]:
+        raise ValueError(f"The shapes hold {sum(sizes)} values; the rows have {flat.shape[-1]}.")
+    return [part.reshape(flat.shape[0], *shape) for part, shape in zip(flat.split(sizes, dim=1), shapes)]
 
 
 def inverse_softplus(x):

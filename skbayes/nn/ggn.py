@@ -214,9 +214,14 @@ def _flat_jacobian(inputs, grads):
     return torch.cat([torch.einsum("ia,ijb->ijab", a, g).reshape(n, k, -1) for a, g in zip(inputs, grads)], dim=-1)
 
 
+def _is_full(bases):
+    """Whether ``bases`` is the one basis of ``hessian="full"`` (flat eigenvalues over all the weights)."""
+    return len(bases) == 1 and bases[0].eigenvalues.dim() == 1
+
+
 def _layer_blocks(bases, weights):
     """Each basis with the squared norm of its weights and its number of parameters."""
-    if len(bases) == 1 and bases[0].eigenvalues.dim() == 1:  # "full": one block for the network
+    if _is_full(bases):  # one block for the network
         return [(bases[0], sum(w.square().sum() for w in weights), bases[0].eigenvalues.numel())]
     return [(b, w.square().sum(), w.numel()) for b, w in zip(bases, weights)]
 
@@ -282,7 +287,7 @@ def glm_predictive_variance(inputs, grads, bases, prior_precision):
     ``inputs`` and ``grads`` of the rows x (:func:`mlp_jacobian_factors`);
     ``bases`` and ``prior_precision`` as :func:`laplace_log_evidence`.
     """
-    if len(bases) == 1 and bases[0].eigenvalues.dim() == 1:  # full: J_j in the eigenbasis
+    if _is_full(bases):  # J_j in the eigenbasis
         v = bases[0].to_eigenbasis(_flat_jacobian(inputs, grads))
         return (v.square() / (bases[0].eigenvalues + prior_precision[0])).sum(-1)
     total = 0.0

@@ -49,7 +49,7 @@ import torch
 from .linalg import cholesky
 
 __all__ = ["held_out_noise_variance", "last_layer_log_evidence", "last_layer_posterior",
-           "maximize_last_layer_evidence"]
+           "maximize_last_layer_evidence", "noise_floor"]
 
 # Bounds of the evidence maximisation, which can run off to a degenerate end with few rows: the prior
 # precision within [1e-8, 1e8], the noise variance at least 1e-6 of each output's variance and 1e-10.
@@ -109,7 +109,7 @@ def _factor_and_mean(phi, y, noise_var, prior_precision):
     return chol_a, torch.cholesky_solve(rhs, chol_a)[..., 0]
 
 
-def _noise_floor(y):
+def noise_floor(y):
     """The smallest noise variance of each output, shape (k,): 1e-6 of y's variance, and at least 1e-10."""
     return (_NOISE_FLOOR * y.var(dim=0, correction=0)).clamp_min(_MIN_NOISE)
 
@@ -176,7 +176,7 @@ def maximize_last_layer_evidence(phi, y, noise_var, prior_precision, learn_noise
         new_precision = new_precision.expand_as(prior_precision)
         new_noise = noise_var
         if learn_noise:  # floored: with n <= gamma the data leave no residual to estimate it from
-            new_noise = torch.maximum(resid / (n - gamma).clamp_min(1.0), _noise_floor(y))
+            new_noise = torch.maximum(resid / (n - gamma).clamp_min(1.0), noise_floor(y))
         done = bool(((new_precision - prior_precision).abs() <= tol * prior_precision).all()
                     and ((new_noise - noise_var).abs() <= tol * noise_var).all())
         prior_precision, noise_var = new_precision, new_noise
@@ -214,4 +214,4 @@ def held_out_noise_variance(phi, y, mean, cov_factor):
     _check(phi, y)
     epistemic = (phi @ cov_factor).square().sum(-1).T  # (n, k)
     estimate = ((y - phi @ mean).square() - epistemic).mean(0)
-    return torch.maximum(estimate, _noise_floor(y))
+    return torch.maximum(estimate, noise_floor(y))

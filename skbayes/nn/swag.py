@@ -40,22 +40,12 @@ import torch
 
 from .functional import standard_normal
 
-__all__ = ["SWAGMoments", "flatten_members", "unflatten_members"]
+__all__ = ["SWAGMoments", "flatten_members"]
 
 
 def flatten_members(tensors):
     """Concatenate per-member tensors (each with the members on its first axis) into one (M, P) matrix."""
     return torch.cat([t.detach().reshape(t.shape[0], -1) for t in tensors], dim=1)
-
-
-def unflatten_members(flat, like):
-    """Split ``flat`` of shape (S, P) into tensors shaped as ``like`` (each (M, ...)) with S on the first axis."""
-    out, start = [], 0
-    for t in like:
-        size = t[0].numel()
-        out.append(flat[:, start:start + size].reshape(flat.shape[0], *t.shape[1:]))
-        start += size
-    return out
 
 
 class SWAGMoments:

@@ -9,7 +9,8 @@ from sklearn.datasets import make_classification
 from skbayes import BayesianMLPClassifier, BayesianMLPRegressor
 from skbayes.callbacks import Callback
 from skbayes.inference import SWAG
-from skbayes.nn.swag import SWAGMoments, flatten_members, unflatten_members
+from skbayes.nn.functional import unflatten
+from skbayes.nn.swag import SWAGMoments, flatten_members
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -54,7 +55,7 @@ def test_flatten_round_trip():
     tensors = [torch.randn(3, 4, 2), torch.randn(3, 5)]
     flat = flatten_members(tensors)
     assert flat.shape == (3, 13)
-    for a, b in zip(unflatten_members(flat, tensors), tensors):
+    for a, b in zip(unflatten(flat, [t.shape[1:] for t in tensors]), tensors):
         assert torch.equal(a, b)
 
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..bbvi import GaussianFamily
+from ..functional import unflatten
 from .mlp import forward_with_parameters
 
 __all__ = ["FlatGaussianMLP"]
@@ -59,12 +60,7 @@ class FlatGaussianMLP(nn.Module):
 
     def unflatten(self, z):
         """Per layer (W of shape (S, n_in, n_out), b of shape (S, 1, n_out)) from draws z of shape (S, m)."""
-        out, start = [], 0
-        for a, b in self.shapes:
-            w = z[:, start:start + a * b].reshape(-1, a, b)
-            out.append((w[:, :-1], w[:, -1:]))
-            start += a * b
-        return out
+        return [(w[:, :-1], w[:, -1:]) for w in unflatten(z, self.shapes)]
 
     def sample_parameters(self, n_samples, generator=None):
         """``n_samples`` reparameterised draws of q, as per-layer (W, b) stacks."""

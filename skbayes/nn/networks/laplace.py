@@ -12,7 +12,7 @@ network linearised in all its weights under the GGN posterior of
 import torch
 from torch import nn
 
-from ..functional import ACTIVATIONS, feed_forward, standard_normal
+from ..functional import ACTIVATIONS, feed_forward, standard_normal, unflatten
 from ..ggn import LayerEigenbasis, activation_derivative, glm_predictive_variance, mlp_jacobian_factors
 from .mlp import forward_with_parameters
 
@@ -123,6 +123,22 @@ class LastLayerLaplaceMLP(nn.Module):
         return f"n_hidden={self.n_hidden}, n_outputs={self.mean.shape[1]}, activation={self.activation!r}"
 
 
+def _store_bases(module, bases, prior_precision):
+    """Register the eigenbases (:class:`skbayes.nn.ggn.LayerEigenbasis`) and their prior precisions as buffers."""
+    module.n_bases = len(bases)
+    for i, basis in enumerate(bases):
+        module.register_buffer(f"eigenvalues_{i}", basis.eigenvalues.detach().clone())
+        module.register_buffer(f"q_in_{i}", None if basis.q_in is None else basis.q_in.detach().clone())
+        module.register_buffer(f"q_out_{i}", None if basis.q_out is None else basis.q_out.detach().clone())
+    module.register_buffer("prior_precision", prior_precision.detach().clone())
+
+
+def _stored_bases(module):
+    """The eigenbases registered by :func:`_store_bases`, on the module's device."""
+    return [LayerEigenbasis(getattr(module, f"eigenvalues_{i}"), getattr(module, f"q_in_{i}"),
+                            getattr(module, f"q_out_{i}")) for i in range(module.n_bases)]
+
+
 class LinearizedLaplaceMLP(nn.Module):
     """An MLP linearised at its MAP weights with a Gaussian posterior over all of them (Laplace, all weights).
 
@@ -152,14 +168,10 @@ class LinearizedLaplaceMLP(nn.Module):
     def __init__(self, weights, bases, prior_precision, activation="relu", n_fixed=0):
         super().__init__()
         self.activation = activation
-        self.n_layers, self.n_bases, self.n_fixed = len(weights), len(bases), n_fixed
+        self.n_layers, self.n_fixed = len(weights), n_fixed
         for i, w in enumerate(weights):
             self.register_buffer(f"weight_{i}", w.detach().clone())
-        for i, basis in enumerate(bases):
-            self.register_buffer(f"eigenvalues_{i}", basis.eigenvalues.detach().clone())
-            self.register_buffer(f"q_in_{i}", None if basis.q_in is None else basis.q_in.detach().clone())
-            self.register_buffer(f"q_out_{i}", None if basis.q_out is None else basis.q_out.detach().clone())
-        self.register_buffer("prior_precision", prior_precision.detach().clone())
+        _store_bases(self, bases, prior_precision)
 
     def weights(self):
         """The MAP layers, a list of tensors of shape (n_in + 1, n_out)."""
@@ -167,8 +179,7 @@ class LinearizedLaplaceMLP(nn.Module):
 
     def bases(self):
         """The posterior's eigenbases (:class:`skbayes.nn.ggn.LayerEigenbasis`)."""
-        return [LayerEigenbasis(getattr(self, f"eigenvalues_{i}"), getattr(self, f"q_in_{i}"),
-                                getattr(self, f"q_out_{i}")) for i in range(self.n_bases)]
+        return _stored_bases(self)
 
     def predictive_moments(self, x):
         """Mean f(x; theta_*) and variance J (H + delta)^{-1} J^T of the linearised predictive of f, each (n, k)."""
@@ -182,8 +193,7 @@ class LinearizedLaplaceMLP(nn.Module):
         free = weights[self.n_fixed:]
         draws = [basis.sample(n_samples, delta, generator) for basis, delta in zip(self.bases(), self.prior_precision)]
         if draws[0].dim() == 2:  # "full": one flat draw of the layers, split
-            sizes = [w.numel() for w in free]
-            draws = [d.reshape(n_samples, *w.shape) for d, w in zip(draws[0].split(sizes, dim=1), free)]
+            draws = unflatten(draws[0], [w.shape for w in free])
         draws = [w.new_zeros(n_samples, *w.shape) for w in weights[:self.n_fixed]] + draws
         return [(d[:, :-1], d[:, -1:]) for d in draws]
 
@@ -274,21 +284,24 @@ class ModuleLastLayerLaplace(nn.Module):
     bases : list of skbayes.nn.ggn.LayerEigenbasis
         One basis over the (P, k) layer (its eigenvalues of that shape, or of shape (P k,) for ``"full"``).
     prior_precision : torch.Tensor of shape (1,)
+
+    Raises
+    ------
+    ValueError
+        If ``bases`` does not hold exactly one basis.
     """
 
     def __init__(self, network, last_weight, bases, prior_precision):
         super().__init__()
         self.network = network
         self.register_buffer("last_weight", last_weight.detach().clone())
-        (basis,) = bases
-        self.register_buffer("eigenvalues", basis.eigenvalues.detach().clone())
-        self.register_buffer("q_in", None if basis.q_in is None else basis.q_in.detach().clone())
-        self.register_buffer("q_out", None if basis.q_out is None else basis.q_out.detach().clone())
-        self.register_buffer("prior_precision", prior_precision.detach().clone())
+        if len(bases) != 1:
+            raise ValueError(f"One basis over the last layer is expected; got {len(bases)}.")
+        _store_bases(self, bases, prior_precision)
 
     def bases(self):
         """The posterior's eigenbasis, as a one-element list."""
-        return [LayerEigenbasis(self.eigenvalues, self.q_in, self.q_out)]
+        return _stored_bases(self)
 
     def features(self, x):
         """phi(x), shape (n, P)."""
