@@ -313,3 +313,60 @@ def test_other_noise_models_cover_at_the_defaults(noise):
     if noise == "heteroscedastic":  # the noise it predicts follows the true one
         aleatoric = model.predict_uncertainty(np.array([[0.0], [2.5]])).aleatoric_std
         assert aleatoric[1] > 2 * aleatoric[0], aleatoric
+
+
+def test_online_tuning_of_a_linear_model_trains_the_map_under_the_evidence_prior():
+    # Immer et al. (2021), Algorithm 1: the MAP trains under the prior the evidence prefers, updated every few
+    # epochs. Without a hidden layer (the GGN exact) and with the noise known, the joint fixed point of the
+    # trained weights and delta is Bayesian linear regression at its evidence maximum over delta: BayesianRidge's
+    # weights and lambda with alpha pinned. Read from the training loop, before the post-hoc step.
+    from skbayes.callbacks import Callback
+
+    class Record(Callback):
+        def on_epoch_end(self, state):
+            network = state.module["network"]
+            self.scale = float(network.weight_prior_scales[0, 0])
+            self.weights = network.layers[0].weight.detach()[0, :, 0].double().numpy().copy()
+
+    X, y, _ = make_blr_data(n_samples=200, noise_std=0.3, random_state=3)
+    record = Record()
+    BayesianMLPRegressor(hidden_layer_sizes=(), inference=Laplace(prior_tuning="online", early_stopping=False),
+                         noise_std=0.3, normalize_y=False, random_state=0, noise="homoscedastic",
+                         callbacks=[record]).fit(X, y)
+    phi = np.hstack([X, np.ones((len(y), 1))])
+    ridge = BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=2000, alpha_init=0.3**-2, alpha_1=1e12 * 0.3**-2,
+                          alpha_2=1e12, lambda_1=0, lambda_2=0).fit(phi, y)  # a hyperprior pinning alpha
+    assert ridge.alpha_ == pytest.approx(0.3**-2, rel=1e-6)
+    assert record.scale**-2 == pytest.approx(ridge.lambda_, rel=0.01)
+    np.testing.assert_allclose(record.weights, ridge.coef_, rtol=0.01, atol=1e-3)
+    assert record.scale**-2 != pytest.approx(1.0, rel=0.1)  # moved from the N(0, 1) prior it started from
+
+
+@pytest.mark.parametrize("subset", ["last_layer", "all"])
+def test_online_tuning_recovers_the_noise_and_covers(subset):
+    rng = np.random.RandomState(0)
+    X, y = _sine(400, rng)
+    X_test, y_test = _sine(2000, rng)
+    model = BayesianMLPRegressor(inference=Laplace(subset=subset, prior_tuning="online"), noise="homoscedastic",
+                                 random_state=0).fit(X, y)
+    assert model.inference_diagnostics_["n_online_updates"] > 0
+    assert model.noise_std_[0] == pytest.approx(0.3, rel=0.2)  # the known noise
+    low, high = model.predict_quantiles(X_test, [0.05, 0.95]).T
+    assert 0.85 <= np.mean((y_test >= low) & (y_test <= high)) <= 0.95
+    near = model.predict_uncertainty(np.linspace(-2, 2, 50)[:, None]).epistemic_std.mean()
+    far = model.predict_uncertainty(np.linspace(6, 9, 50)[:, None]).epistemic_std.mean()
+    assert far > 3 * near
+
+
+def test_online_tuning_classifier_and_refusals():
+    from sklearn.datasets import make_moons
+    from torch import nn
+
+    X, y = make_moons(300, noise=0.2, random_state=0)
+    clf = BayesianMLPClassifier(inference=Laplace(prior_tuning="online"), random_state=0).fit(X, y)
+    assert clf.inference_diagnostics_["n_online_updates"] > 0
+    X_test, y_test = make_moons(1000, noise=0.2, random_state=1)
+    assert clf.score(X_test, y_test) > 0.93
+    with pytest.raises(ValueError, match="prior_tuning='online'"):
+        BayesianMLPRegressor(module=lambda n_features, n_outputs: nn.Linear(n_features, n_outputs),
+                             inference=Laplace(prior_tuning="online"), noise="homoscedastic").fit(X, X[:, 0])
