@@ -21,7 +21,7 @@ from torch import nn
 
 from ._docstrings import fill_doc
 from ._param_validation import COVERAGE, check_quantile_levels, validate_method_params
-from ._training import fit_loop
+from ._training import compiled_loss, fit_loop
 
 __all__ = ["DeviceWarning", "PredictiveRegressorMixin", "TorchEstimatorMixin", "hidden_layer_sizes", "target_scaling"]
 
@@ -215,8 +215,8 @@ class TorchEstimatorMixin:
         """Run :func:`skbayes._training.fit_loop` with the estimator's loop settings.
 
         The one place where the loop settings are read from the estimator
-        (``batch_size``, ``verbose``, ``callbacks`` and :meth:`_loop_settings`) and the device, the shuffling generator
-        and the name are filled in; ``settings`` overrides any of them (e.g.
+        (``batch_size``, ``verbose``, ``callbacks``, ``compile`` and :meth:`_loop_settings`) and the device, the
+        shuffling generator and the name are filled in; ``settings`` overrides any of them (e.g.
         a fixed schedule, ``n_iter_no_change=None``). A ``max_iter`` still
         ``"auto"`` after them is the budget of :meth:`_auto_budget`. ``callbacks`` are the
         model's own and run before the validation score, the stopping rule
@@ -237,6 +237,8 @@ class TorchEstimatorMixin:
             loop["max_iter"], max_steps = self._auto_budget()
             loop.setdefault("max_steps", max_steps)
         user_callbacks = list(getattr(self, "callbacks", None) or ())
+        if getattr(self, "compile", False):
+            loss_fn = compiled_loss(loss_fn, loop["estimator_name"])
         return fit_loop(loss_fn, optimizer, n_samples, callbacks=callbacks, user_callbacks=user_callbacks, **loop)
 
     def _loop_settings(self, steps_per_epoch=None):

@@ -93,6 +93,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
         verbose=False,
         device="auto",
         dtype=None,
+        compile=False,
     ):
         super().__init__(
             hidden_layer_sizes,
@@ -109,6 +110,7 @@ class BayesianMLPClassifier(ClassifierMixin, ClassifierUncertaintyMixin, BaseBay
             verbose=verbose,
             device=device,
             dtype=dtype,
+            compile=compile,
         )
 
     def _make_likelihood(self, n_outputs, device, dtype, n_members=None):

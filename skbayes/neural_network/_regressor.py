@@ -187,6 +187,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
         verbose=False,
         device="auto",
         dtype=None,
+        compile=False,
     ):
         super().__init__(
             hidden_layer_sizes,
@@ -203,6 +204,7 @@ class BayesianMLPRegressor(RegressorMixin, PredictiveRegressorMixin, BaseBayesia
             verbose=verbose,
             device=device,
             dtype=dtype,
+            compile=compile,
         )
         self.noise = noise
         self.noise_std = noise_std

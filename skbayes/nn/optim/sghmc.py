@@ -168,6 +168,21 @@ class SGHMC(torch.optim.Optimizer):
         super().__init__(params, defaults)
         self.generator = generator
 
+    def add_param_group(self, param_group):
+        """:meth:`torch.optim.Optimizer.add_param_group`, without the first call's import of ``torch._dynamo``.
+
+        torch wraps the method in ``torch._compile._disable_dynamo``, whose
+        first call imports ``torch._dynamo`` (0.9 s on the project's 2-core
+        CPU: ``examples/benchmarks/results/performance/default_fit_time.md``)
+        to keep the method out of compiled graphs. This optimiser is not
+        compiled, so the method itself (the wrapper's ``__wrapped__``) is
+        called; the wrapped method where torch has no ``__wrapped__``.
+        """
+        method = getattr(torch.optim.Optimizer.add_param_group, "__wrapped__", None)
+        if method is None:
+            return super().add_param_group(param_group)
+        return method(self, param_group)
+
     @torch.no_grad()
     def step(self, closure=None):
         """One SGHMC step with the gradients in ``p.grad``.
