@@ -55,6 +55,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import epoch_time  # noqa: E402
 from _common import limit_threads, loadavg, results_dir, write_atomic  # noqa: E402
 
 import skbayes.base as skbayes_base  # noqa: E402
@@ -146,6 +147,11 @@ def main(argv=None):
     env = {"python": platform.python_version(), "torch": torch.__version__, "sklearn": sklearn.__version__,
            "torch_num_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "loadavg_start": loadavg(),
            "command": [sys.executable, *sys.argv]}
+    # the yardsticks of epoch_time.py, in the same run: a bare PyTorch MLP (torch's default Adam) and scikit-learn's
+    epoch_time.CLOCK = time.perf_counter
+    bare = [epoch_time.time_torch_mlp(X, y, "float64", args.epochs, 32, "cpu") for _ in range(args.repeats + 1)][1:]
+    numpy_mlp = [epoch_time.time_sklearn_mlp(X, y, args.epochs, 32) for _ in range(args.repeats + 1)][1:]
+    yardsticks = {"bare_pytorch": float(np.median(bare)), "sklearn": float(np.median(numpy_mlp))}
     rows = []
     for method in args.methods:
         eager = None
@@ -159,6 +165,8 @@ def main(argv=None):
             if result is not None:
                 row.update({k: result[k] for k in ("first_fit_seconds", "per_epoch", "median_per_epoch",
                                                    "graph_breaks")})
+                row["ratio_to_bare_pytorch"] = result["median_per_epoch"] / yardsticks["bare_pytorch"]
+                row["ratio_to_sklearn"] = result["median_per_epoch"] / yardsticks["sklearn"]
                 if mode == "eager":
                     eager = result
                 elif eager is not None:
@@ -171,7 +179,7 @@ def main(argv=None):
             print(method, mode, {k: v for k, v in row.items() if k not in ("per_epoch",)}, flush=True)
     env["loadavg_end"] = loadavg()
     shutil.rmtree(cache, ignore_errors=True)
-    result = {"settings": vars(args), "environment": env, "rows": rows}
+    result = {"settings": vars(args), "environment": env, "yardsticks": yardsticks, "rows": rows}
     text = markdown(result)
     print(text)
     if args.out:
@@ -191,19 +199,24 @@ def markdown(result):
         f"thread(s), torch {env['torch']}, scikit-learn {env['sklearn']}, load average {env['loadavg_start'][0]} "
         f"at start and {env['loadavg_end'][0]} at end. Command: `{' '.join(['python', *env['command'][1:]])}`.",
         "",
-        "| method | compiled | first fit (s, with compiling) | s/epoch after | × eager | graph breaks | "
-        "max rel. diff of mean / std |",
-        "|---|---|---|---|---|---|---|",
+        f"Yardsticks in the same run (medians of {s['repeats']} fits after one untimed): a bare PyTorch MLP of the "
+        f"same size and loop (torch's default Adam) {result['yardsticks']['bare_pytorch']:.5f} s/epoch, "
+        f"scikit-learn's `MLPRegressor` {result['yardsticks']['sklearn']:.5f} s/epoch.",
+        "",
+        "| method | compiled | first fit (s, with compiling) | s/epoch after | × eager | × bare PyTorch | "
+        "× sklearn | graph breaks | max rel. diff of mean / std |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         if row["error"]:
-            lines.append(f"| {row['method']} | {row['mode']} | failed: {row['error']} | | | | |")
+            lines.append(f"| {row['method']} | {row['mode']} | failed: {row['error']} | | | | | | |")
             continue
         ratio = f"{row['ratio_to_eager']:.2f}" if "ratio_to_eager" in row else "1"
         diff = (f"{row['max_rel_diff_mean']:.1e} / {row['max_rel_diff_std']:.1e}" if "max_rel_diff_mean" in row
                 else "")
         lines.append(f"| {row['method']} | {row['mode']} | {row['first_fit_seconds']:.2f} | "
-                     f"{row['median_per_epoch']:.5f} | {ratio} | {row['graph_breaks']} | {diff} |")
+                     f"{row['median_per_epoch']:.5f} | {ratio} | {row['ratio_to_bare_pytorch']:.2f} | "
+                     f"{row['ratio_to_sklearn']:.2f} | {row['graph_breaks']} | {diff} |")
     return "\n".join(lines) + "\n"
 
 

@@ -72,11 +72,11 @@ dtype : {"float32", "float64"} or None, default=None
 compile : bool, default=False
     Compile the training step's loss (forward pass, likelihood, KL or
     prior, and through AOTAutograd its backward pass) with
-    :func:`torch.compile` (:func:`skbayes._training.compiled_loss`). Its
+    :func:`torch.compile`. Its
     compile time (seconds to tens of seconds on a CPU, less when Inductor's
     on-disk cache has the graphs) counts in the fit, so it pays on long
     fits only: on a 2-core CPU a deep ensemble's epoch took 0.59x and
-    SGHMC's 0.76x the uncompiled one, while mean-field VI, MC dropout and
+    SGHMC's 0.73x the uncompiled one, while mean-field VI, MC dropout and
     Vadam, whose steps break the graph, got slower (doc/performance.md).
     The fitted values agree with the uncompiled fit's to about 1e-13
     relatively, not bit for bit. Falls back to the uncompiled loss with a
