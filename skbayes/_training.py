@@ -264,14 +264,17 @@ def _diverged_error(epoch, loss):
 
 
 def _clear_gradients(optimizer):
-    """``optimizer.zero_grad(set_to_none=True)``, without its first call's import of ``torch._dynamo`` (0.9 s).
+    """``optimizer.zero_grad(set_to_none=True)``, without its first call's import of ``torch._dynamo`` (0.8-0.9 s).
 
-    torch wraps ``zero_grad`` in ``torch._compile._disable_dynamo``, which
-    imports ``torch._dynamo`` on its first call; setting the gradients to
-    None is all that ``set_to_none=True`` does. An optimiser-like object
-    without ``param_groups`` (PBP's passes) has its own ``zero_grad`` called.
+    torch wraps ``Optimizer.zero_grad`` in ``torch._compile._disable_dynamo``,
+    which imports ``torch._dynamo`` on its first call; setting the
+    gradients to None is all that it does with ``set_to_none=True``. Any
+    other ``zero_grad`` (an optimiser that overrides it, PBP's passes) is
+    called.
     """
-    if not hasattr(optimizer, "param_groups"):
+    from .nn.optim.chain import OptimizerChain
+
+    if type(optimizer).zero_grad not in (torch.optim.Optimizer.zero_grad, OptimizerChain.zero_grad):
         optimizer.zero_grad(set_to_none=True)
         return
     for group in optimizer.param_groups:
@@ -288,10 +291,13 @@ def compiled_loss(loss_fn, estimator_name="estimator"):
     first call and again for each new batch shape (the last, smaller batch
     of an epoch), and is counted in the fit's time; Inductor caches the
     generated code on disk, so later fits of the same shapes compile
-    faster. Where the compiler is missing (no C++ toolchain) or a graph
-    cannot be built, the error is caught at that call, a ``RuntimeWarning``
-    names it, and training continues uncompiled from that step (an error of
-    the loss itself is then raised by the uncompiled call).
+    faster. Where ``torch.compile`` is unsupported, the compiler is missing
+    (no C++ toolchain) or the forward graph cannot be built, the error is
+    caught, a ``RuntimeWarning`` names it, and training continues
+    uncompiled from that step; an error of the loss itself is raised by the
+    uncompiled call, without the warning. The backward graph is compiled
+    at the first backward pass, outside this function: a failure there is
+    not caught and ends the fit.
 
     Parameters
     ----------
@@ -304,7 +310,18 @@ def compiled_loss(loss_fn, estimator_name="estimator"):
     -------
     loss_fn : callable
     """
-    state = {"fn": torch.compile(loss_fn)}
+    state = {"fn": None}
+
+    def fall_back(exc):
+        state["fn"] = loss_fn
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        warnings.warn(f"{estimator_name}: torch.compile failed ({type(exc).__name__}: {first}); training "
+                      "continues uncompiled.", RuntimeWarning, stacklevel=3)
+
+    try:
+        state["fn"] = torch.compile(loss_fn)
+    except Exception as exc:  # noqa: BLE001 - torch.compile unsupported here (e.g. this Python version)
+        fall_back(exc)
 
     def call(idx):
         if state["fn"] is loss_fn:
@@ -312,11 +329,9 @@ def compiled_loss(loss_fn, estimator_name="estimator"):
         try:
             return state["fn"](idx)
         except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to eager
-            state["fn"] = loss_fn
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            warnings.warn(f"{estimator_name}: torch.compile failed ({type(exc).__name__}: {first}); training "
-                          "continues uncompiled.", RuntimeWarning, stacklevel=2)
-            return loss_fn(idx)
+            loss = loss_fn(idx)  # an error of the loss itself is raised here, uncompiled, without the warning
+            fall_back(exc)
+            return loss
 
     return call
 

@@ -55,3 +55,35 @@ def test_a_failing_compiler_falls_back_with_a_warning(monkeypatch):
     with pytest.warns(RuntimeWarning, match="torch.compile failed"):
         classifier.fit(X, (y > 0).astype(int))
     assert classifier.compile is True  # a parameter, unchanged by the fit
+
+
+def test_compiled_loss_fallbacks(monkeypatch):
+    from skbayes._training import compiled_loss
+
+    def loss(idx):
+        if idx.numel() == 0:
+            raise ValueError("the loss's own error")
+        return idx.double().sum()
+
+    def unsupported(fn, *args, **kwargs):  # torch.compile refusing at wrap time (an unsupported Python)
+        raise RuntimeError("not supported on this Python")
+
+    monkeypatch.setattr(torch, "compile", unsupported)
+    with pytest.warns(RuntimeWarning, match="not supported on this Python"):
+        wrapped = compiled_loss(loss, "Est")
+    assert float(wrapped(torch.arange(3))) == 3.0
+
+    def failing(fn, *args, **kwargs):  # the compiled call failing: the loss's own error wins, with no warning
+        def call(idx):
+            raise RuntimeError("compiler")
+        return call
+
+    monkeypatch.setattr(torch, "compile", failing)
+    wrapped = compiled_loss(loss, "Est")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="the loss's own error"):
+            wrapped(torch.arange(0))
+    with pytest.warns(RuntimeWarning, match="Est: torch.compile failed .RuntimeError: compiler."):
+        assert float(wrapped(torch.arange(4))) == 6.0
+    assert float(wrapped(torch.arange(5))) == 10.0  # uncompiled from then on

@@ -93,7 +93,8 @@ def _layer_precisions(network, settings):
     """delta_l = 1 / s_l^2 of each layer of the MLP's prior, shape (L,), float64 (s_l its layer prior scale)."""
     scales = network.weight_prior_scales
     if scales is None:
-        return torch.full((len(network.layers),), 1.0 / settings.prior_scale**2, dtype=torch.float64)
+        return torch.full((len(network.layers),), 1.0 / settings.prior_scale**2, dtype=torch.float64,
+                          device=network.layers[0].weight.device)
     return scales[0].detach().double().square().reciprocal()
 
 
@@ -109,8 +110,8 @@ class OnlineEvidence(Callback):
     update; the network's weights and noise keep training under them.
     """
 
-    def __init__(self, module, X, Y, settings, hessian):
-        self.module, self.X, self.Y, self.settings = module, X, Y, settings
+    def __init__(self, module, X, settings, hessian):
+        self.module, self.X, self.settings = module, X, settings
         self.hessian = hessian
         self.n_updates, self.n_iter = 0, 0
 
@@ -138,7 +139,7 @@ class OnlineEvidence(Callback):
             precision = precision[-1:]
         gaussian = not self.settings.classification and isinstance(likelihood, GaussianLikelihood)
         noise_precision = (likelihood.noise_variance().detach().double().reshape(-1).reciprocal() if gaussian
-                           else torch.ones(weights[-1].shape[1], dtype=torch.float64))
+                           else torch.ones(weights[-1].shape[1], dtype=torch.float64, device=weights[-1].device))
         bases = ggn_eigenbases(_row_blocks(factors, self.X), noise_precision, self.hessian)
         precision, steps = maximize_prior_precision(weights, bases, precision)
         scales = precision.expand(len(weights)).rsqrt().to(network.layers[0].weight.dtype)
@@ -341,7 +342,7 @@ class Laplace(StackedMLPMethod):
                                  "torch module use prior_tuning='post_hoc' or None.")
             if self.subset == "all":
                 self._check_full(sum(layer.weight[0].numel() for layer in module["network"].layers))
-            online = OnlineEvidence(module, X, Y, settings, self._hessian() if self.subset == "all" else "kron")
+            online = OnlineEvidence(module, X, settings, self._hessian() if self.subset == "all" else "kron")
             callbacks.append(online)
         exact = (not settings.classification and isinstance(module["likelihood"], GaussianLikelihood)
                  and self.subset == "last_layer" and self._hessian() == "full" and settings.module is None)
@@ -421,8 +422,8 @@ class Laplace(StackedMLPMethod):
 
         with torch.no_grad():
             f = _outputs(factors, X)
-            precision = (torch.full((1,), 1.0 / settings.prior_scale**2, dtype=torch.float64) if settings.module
-                         is not None else _layer_precisions(network, settings)[-len(weights):])
+            precision = (torch.full((1,), 1.0 / settings.prior_scale**2, dtype=torch.float64, device=f.device)
+                         if settings.module is not None else _layer_precisions(network, settings)[-len(weights):])
             if hessian == "full":  # one block for the subset
                 precision = precision[-1:]
             n_iter = 0
@@ -437,7 +438,7 @@ class Laplace(StackedMLPMethod):
                 return precision
 
             if not gaussian:  # the GGN of the categorical or the Fisher of the likelihood: nothing to tune but delta
-                bases = ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype), hessian)
+                bases = ggn_eigenbases(blocks(X), torch.ones(f.shape[1], dtype=f.dtype, device=f.device), hessian)
                 precision = tuned(bases, precision)
                 if classification:
                     log_lik = torch.distributions.Categorical(logits=f).log_prob(Y[:, 0].long()).sum()
@@ -535,5 +536,3 @@ class Laplace(StackedMLPMethod):
         bases = ggn_at(noise_var)
         precision = tuned(bases, precision)
         return bases, precision, torch.distributions.Normal(f, noise_var.sqrt()).log_prob(y).sum()
-
-

@@ -75,7 +75,7 @@ compile : bool, default=False
     :func:`torch.compile`. Its
     compile time (seconds to tens of seconds on a CPU, less when Inductor's
     on-disk cache has the graphs) counts in the fit, so it pays on long
-    fits only: on a 2-core CPU a deep ensemble's epoch took 0.59x and
+    fits only: on one thread of a 2-core CPU a deep ensemble's epoch took 0.59x and
     SGHMC's 0.73x the uncompiled one, while mean-field VI, MC dropout and
     Vadam, whose steps break the graph, got slower (doc/performance.md).
     The fitted values agree with the uncompiled fit's to about 1e-13

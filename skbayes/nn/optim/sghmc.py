@@ -172,8 +172,8 @@ class SGHMC(torch.optim.Optimizer):
         """:meth:`torch.optim.Optimizer.add_param_group`, without the first call's import of ``torch._dynamo``.
 
         torch wraps the method in ``torch._compile._disable_dynamo``, whose
-        first call imports ``torch._dynamo`` (0.9 s on the project's 2-core
-        CPU: ``examples/benchmarks/results/performance/default_fit_time.md``)
+        first call imports ``torch._dynamo`` (0.8-0.9 s on the project's 2-core
+        CPU: ``examples/benchmarks/results/performance/default_fit_time*.md``)
         to keep the method out of compiled graphs. This optimiser is not
         compiled, so the method itself (the wrapper's ``__wrapped__``) is
         called; the wrapped method where torch has no ``__wrapped__``.
