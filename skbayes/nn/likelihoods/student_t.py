@@ -124,7 +124,14 @@ class StudentTLikelihood(RegressionLikelihood):
         log_prob : torch.Tensor of shape (..., n)
             log St(y | f, s, nu) in nats, summed over the k outputs.
         """
-        return self.distribution(f).log_prob(y).sum(-1)
+        # The expression of torch.distributions.StudentT.log_prob, value for value, without building the
+        # distribution: its construction (a Chi2 and a Gamma, for sampling) cost more than the density, about
+        # 60 microseconds a training step on the CPU.
+        df, scale = self.df.expand_as(f), self.scale.expand_as(f)
+        z = (y - f) / scale
+        log_normalizer = (scale.log() + 0.5 * df.log() + 0.5 * math.log(math.pi) + torch.lgamma(0.5 * df)
+                          - torch.lgamma(0.5 * (df + 1.0)))
+        return (-0.5 * (df + 1.0) * torch.log1p(z**2.0 / df) - log_normalizer).sum(-1)
 
     def sample(self, f, random_state):
         """Draws y = f + s t of shape (..., n, k), t ~ St(0, 1, nu) from ``random_state`` (numpy, float64)."""

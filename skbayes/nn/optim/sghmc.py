@@ -225,9 +225,18 @@ class SGHMC(torch.optim.Optimizer):
                     tau.add_(1.0 - tau * g * g / (v_hat + self._tiny))
                     g.add_(rate * (grad - g))
                     v_hat.add_(rate * (grad * grad - v_hat))
-                eta = lr / (state["v_hat"].sqrt() + self._tiny)
+                    state.pop("step_scales", None)
                 correction = lr * lr if group["gradient_noise"] else 0.0  # B-hat term
-                noise_var = (2.0 * alpha * eta - correction).clamp_(min=self._tiny)
-                v.mul_(1.0 - alpha).sub_(eta * grad).add_(xi * noise_var.sqrt())
+                settings = (lr, alpha, correction)
+                cached = state.get("step_scales")
+                if cached is not None and cached[0] == settings:
+                    # V-hat no longer adapts: eta and the noise's std are those of the step before
+                    eta, noise_std = cached[1], cached[2]
+                else:
+                    eta = lr / (state["v_hat"].sqrt() + self._tiny)
+                    noise_std = (2.0 * alpha * eta - correction).clamp_(min=self._tiny).sqrt()
+                    if state["step"] > group["n_adapt_steps"]:
+                        state["step_scales"] = (settings, eta, noise_std)
+                v.mul_(1.0 - alpha).sub_(eta * grad).add_(xi * noise_std)
                 p.add_(v)
         return loss
