@@ -1,13 +1,14 @@
 """The Laplace approximation at the MAP, with its evidence tuning the prior and the noise (Daxberger et al. 2021)."""
 
 import math
+import warnings
 
 import torch
 
 from .._param_validation import StrOptions
+from ..callbacks import Callback
 from ..nn import GaussianLikelihood
 from ..nn.functional import inverse_softplus
-from ..callbacks import Callback
 from ..nn.ggn import (
     fisher_root, ggn_eigenbases, glm_predictive_variance, laplace_log_evidence, maximize_prior_precision,
     mlp_jacobian_factors,
@@ -238,7 +239,8 @@ class Laplace(StackedMLPMethod):
     training rows' evidence was tried and not kept: it was overconfident
     on the UCI sets (wine-quality-red, test log-likelihood -12 to -19
     against -1.0 post hoc). Not for torch ``module=`` networks (ValueError
-    at fit). ``inference_diagnostics_`` adds ``n_online_updates``.
+    at fit). ``inference_diagnostics_`` adds ``n_online_updates``; a fit
+    that ends before epoch 10 warns that it had none.
 
     Parameters
     ----------
@@ -353,6 +355,10 @@ class Laplace(StackedMLPMethod):
                 if online:
                     diagnostics["n_online_updates"] = online.n_updates
                     diagnostics["n_evidence_iter"] += online.n_iter
+                    if online.n_updates == 0:
+                        warnings.warn(f"Laplace(prior_tuning='online'): training ended before epoch {_ONLINE_BURN_IN}, "
+                                      "the first online update of the prior; it was tuned post hoc only. Raise "
+                                      "max_iter or n_iter_no_change.", UserWarning, stacklevel=2)
                 return diagnostics
 
             return Training(loss_fn, adam(module.parameters(), self), callbacks=callbacks, finish=finish_online)

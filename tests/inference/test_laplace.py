@@ -367,6 +367,11 @@ def test_online_tuning_classifier_and_refusals():
     assert clf.inference_diagnostics_["n_online_updates"] > 0
     X_test, y_test = make_moons(1000, noise=0.2, random_state=1)
     assert clf.score(X_test, y_test) > 0.93
+    X_reg = X[:, :1]
+    with pytest.warns(UserWarning, match="before epoch 10, the first online update"):
+        model = BayesianMLPRegressor(inference=Laplace(prior_tuning="online", max_iter=5), noise="homoscedastic",
+                                     random_state=0).fit(X_reg, X[:, 1])
+    assert model.inference_diagnostics_["n_online_updates"] == 0
     with pytest.raises(ValueError, match="prior_tuning='online'"):
         BayesianMLPRegressor(module=lambda n_features, n_outputs: nn.Linear(n_features, n_outputs),
                              inference=Laplace(prior_tuning="online"), noise="homoscedastic").fit(X, X[:, 0])
