@@ -263,23 +263,25 @@ def _diverged_error(epoch, loss):
     )
 
 
-def _clear_gradients(optimizer):
-    """``optimizer.zero_grad(set_to_none=True)``, without its first call's import of ``torch._dynamo`` (0.8-0.9 s).
+def _gradient_clearer(optimizer):
+    """``clear()`` doing ``optimizer.zero_grad(set_to_none=True)``, without its first call's import of ``torch._dynamo``.
 
     torch wraps ``Optimizer.zero_grad`` in ``torch._compile._disable_dynamo``,
-    which imports ``torch._dynamo`` on its first call; setting the
-    gradients to None is all that it does with ``set_to_none=True``. Any
-    other ``zero_grad`` (an optimiser that overrides it, PBP's passes) is
-    called.
+    which imports ``torch._dynamo`` (0.8-0.9 s) on its first call; setting
+    the gradients to None is all that it does with ``set_to_none=True``,
+    and all that :class:`OptimizerChain`'s does. Any other ``zero_grad``
+    (an optimiser that overrides it, PBP's passes) is called. Decided once
+    per fit, from the optimiser's type.
     """
-    from .nn.optim.chain import OptimizerChain
-
     if type(optimizer).zero_grad not in (torch.optim.Optimizer.zero_grad, OptimizerChain.zero_grad):
-        optimizer.zero_grad(set_to_none=True)
-        return
-    for group in optimizer.param_groups:
-        for parameter in group["params"]:
-            parameter.grad = None
+        return lambda: optimizer.zero_grad(set_to_none=True)
+
+    def clear():
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                parameter.grad = None
+
+    return clear
 
 
 def compiled_loss(loss_fn, estimator_name="estimator"):
@@ -439,6 +441,7 @@ def fit_loop(
     callbacks = [*callbacks, *loop_callbacks, *user_callbacks]
 
     n_batches = -(-n_samples // batch_size)
+    clear_gradients = _gradient_clearer(optimizer)
     state = TrainingState(module=module, optimizer=optimizer, n_batches=n_batches)
     result = state.result
     epochs = tqdm(range(max_iter), disable=not verbose, desc=estimator_name, unit="epoch")
@@ -455,7 +458,7 @@ def fit_loop(
                 if max_steps is not None and state.step >= max_steps:
                     break
                 idx = perm[start : start + batch_size]
-                _clear_gradients(optimizer)
+                clear_gradients()
                 loss = loss_fn(idx)
                 if loss.requires_grad:  # not for a method that updated its posterior in loss_fn (PBP)
                     loss.backward()

@@ -38,7 +38,6 @@ Run on an otherwise idle machine, nothing else running.
 """
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -56,7 +55,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import epoch_time  # noqa: E402
-from _common import limit_threads, loadavg, results_dir, write_atomic  # noqa: E402
+from _common import limit_threads, loadavg, named_results  # noqa: E402
 
 import skbayes.base as skbayes_base  # noqa: E402
 from skbayes import BayesianMLPRegressor  # noqa: E402
@@ -180,12 +179,9 @@ def main(argv=None):
     env["loadavg_end"] = loadavg()
     shutil.rmtree(cache, ignore_errors=True)
     result = {"settings": vars(args), "environment": env, "yardsticks": yardsticks, "rows": rows}
-    text = markdown(result)
-    print(text)
-    if args.out:
-        folder = results_dir("performance")
-        write_atomic(folder / f"{args.out}.json", json.dumps(result, indent=1))
-        write_atomic(folder / f"{args.out}.md", text)
+    save, finish = named_results(result, markdown, args.out, "performance")
+    save()
+    finish()
     return 0
 
 

@@ -43,7 +43,7 @@ import sklearn
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, loadavg, results_dir, write_atomic  # noqa: E402
+from _common import ROOT, loadavg, named_results  # noqa: E402
 
 FIT = r"""
 import json, time, warnings
@@ -120,12 +120,9 @@ def main(argv=None):
         "evaluate_no_baselines": float(np.median(runs["evaluate_no_baselines"])),
     }
     result = {"settings": vars(args), "environment": env, "runs": runs, "summary": summary}
-    text = markdown(result)
-    print(text)
-    if args.out:
-        folder = results_dir("performance")
-        write_atomic(folder / f"{args.out}.json", json.dumps(result, indent=1))
-        write_atomic(folder / f"{args.out}.md", text)
+    save, finish = named_results(result, markdown, args.out, "performance")
+    save()
+    finish()
     return 0
 
 

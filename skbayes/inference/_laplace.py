@@ -318,7 +318,6 @@ class Laplace(StackedMLPMethod):
     def n_members(self):
         return 1
 
-
     def n_likelihood_members(self):
         return None
 
@@ -337,22 +336,21 @@ class Laplace(StackedMLPMethod):
 
     def prepare(self, module, X, Y, settings, context):
         loss_fn = self.member_loss_fn(module, X, Y, context.n_data, context.generator)
-        callbacks, online = [], self.prior_tuning == "online"
-        if online:
+        online = None  # the OnlineEvidence callback of prior_tuning="online"
+        if self.prior_tuning == "online":
             if settings.module is not None:
                 raise ValueError("Laplace(prior_tuning='online') tunes the prior of each layer of the MLP; with a "
                                  "torch module use prior_tuning='post_hoc' or None.")
             if self.subset == "all":
                 self._check_full(sum(layer.weight[0].numel() for layer in module["network"].layers))
             online = OnlineEvidence(module, X, settings, self._hessian() if self.subset == "all" else "kron")
-            callbacks.append(online)
         exact = (not settings.classification and isinstance(module["likelihood"], GaussianLikelihood)
                  and self.subset == "last_layer" and self._hessian() == "full" and settings.module is None)
 
         def training(finish):
             def finish_online():
                 diagnostics = finish()
-                if online:
+                if online is not None:
                     diagnostics["n_online_updates"] = online.n_updates
                     diagnostics["n_evidence_iter"] += online.n_iter
                     if online.n_updates == 0:
@@ -361,7 +359,8 @@ class Laplace(StackedMLPMethod):
                                       "max_iter or n_iter_no_change.", UserWarning, stacklevel=2)
                 return diagnostics
 
-            return Training(loss_fn, adam(module.parameters(), self), callbacks=callbacks, finish=finish_online)
+            return Training(loss_fn, adam(module.parameters(), self), callbacks=[] if online is None else [online],
+                            finish=finish_online)
 
         if not exact:
             return training(lambda: self._linearized(module, X, Y, settings, context))

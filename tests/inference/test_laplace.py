@@ -27,10 +27,10 @@ def _features(n=80, seed=0):
     return X, y, torch.tensor(np.hstack([X, np.ones((n, 1))])), torch.tensor(y[:, None])
 
 
-def _bayesian_ridge(phi, y):
-    # no intercept of its own and flat hyperpriors: the model of skbayes.nn.laplace on the features phi
-    return BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=2000, alpha_1=0, alpha_2=0, lambda_1=0, lambda_2=0,
-                         compute_score=True).fit(phi, y)
+def _bayesian_ridge(phi, y, **hyperprior):
+    # no intercept of its own and flat hyperpriors (unless given): the model of skbayes.nn.laplace on the features phi
+    settings = {"alpha_1": 0, "alpha_2": 0, "lambda_1": 0, "lambda_2": 0, **hyperprior}
+    return BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=2000, compute_score=True, **settings).fit(phi, y)
 
 
 def test_posterior_and_evidence_match_closed_forms():
@@ -334,8 +334,7 @@ def test_online_tuning_of_a_linear_model_trains_the_map_under_the_evidence_prior
                          noise_std=0.3, normalize_y=False, random_state=0, noise="homoscedastic",
                          callbacks=[record]).fit(X, y)
     phi = np.hstack([X, np.ones((len(y), 1))])
-    ridge = BayesianRidge(fit_intercept=False, tol=1e-12, max_iter=2000, alpha_init=0.3**-2, alpha_1=1e12 * 0.3**-2,
-                          alpha_2=1e12, lambda_1=0, lambda_2=0).fit(phi, y)  # a hyperprior pinning alpha
+    ridge = _bayesian_ridge(phi, y, alpha_init=0.3**-2, alpha_1=1e12 * 0.3**-2, alpha_2=1e12)  # alpha pinned
     assert ridge.alpha_ == pytest.approx(0.3**-2, rel=1e-6)
     assert record.scale**-2 == pytest.approx(ridge.lambda_, rel=0.01)
     np.testing.assert_allclose(record.weights, ridge.coef_, rtol=0.01, atol=1e-3)
