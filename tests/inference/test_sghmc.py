@@ -1,5 +1,6 @@
 """SGHMC: the sampler, split R-hat and inference="sghmc"."""
 
+import operator
 import warnings
 
 import numpy as np
@@ -89,6 +90,107 @@ def test_injected_noise_has_the_stated_variance():
     theta.grad = torch.zeros_like(theta)
     SGHMC([theta], lr=0.3, n_data=40, friction=0.2, generator=torch.Generator().manual_seed(0)).step()
     assert float(theta.detach().var()) == pytest.approx(2 * 0.2 * 0.3 / 40, rel=0.01)
+
+
+def _reference_sghmc(initial, weights, n_steps, lr, n_data, alpha, scale_adapted, n_adapt, gradient_noise, seed):
+    """The SGHMC update written out in numpy, tensor by tensor, on the loss sum_i w_i sum((p_i - 1)^2) / N.
+
+    The noise xi is drawn as the sampler draws it: ``torch.randn(p.shape)``
+    from a generator seeded with ``seed``, parameter by parameter.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    ps = [p.copy() for p in initial]
+    v = [np.zeros_like(p) for p in ps]
+    v_hat, g, tau = [None] * len(ps), [None] * len(ps), [None] * len(ps)
+    tiny = 1e-16
+    for step in range(1, n_steps + 1):
+        for i, p in enumerate(ps):
+            xi = torch.randn(p.shape, generator=generator, dtype=torch.float64).numpy()
+            grad = 2 * weights[i] * (p - 1) / n_data
+            if not scale_adapted:
+                v[i] = (1 - alpha) * v[i] - lr * grad + np.sqrt(2 * alpha * lr / n_data) * xi
+            else:
+                G = grad * n_data
+                if step == 1:
+                    v_hat[i], g[i], tau[i] = np.full_like(p, np.mean(G * G)), np.zeros_like(p), np.ones_like(p)
+                elif step <= n_adapt:
+                    rate = 1 / (tau[i] + 1)
+                    tau[i] = tau[i] + 1 - tau[i] * g[i] ** 2 / (v_hat[i] + tiny)
+                    g[i] = g[i] + rate * (G - g[i])
+                    v_hat[i] = v_hat[i] + rate * (G * G - v_hat[i])
+                eta = lr / (np.sqrt(v_hat[i]) + tiny)
+                correction = lr**2 if gradient_noise else 0.0
+                v[i] = (1 - alpha) * v[i] - eta * G + np.sqrt(np.maximum(2 * alpha * eta - correction, tiny)) * xi
+            ps[i] = p + v[i]
+    return ps
+
+
+def _run_sampler(params, weights, n_steps, optimizer):
+    for _ in range(n_steps):
+        optimizer.zero_grad()
+        loss = sum(w * ((p - 1) ** 2).sum() for w, p in zip(weights, params) if p.requires_grad)
+        (loss / optimizer.param_groups[0]["n_data"]).backward()
+        optimizer.step()
+
+
+@pytest.mark.parametrize("scale_adapted", [False, True])
+@pytest.mark.parametrize("gradient_noise", [False, True])
+def test_sghmc_with_several_tensors_follows_the_written_out_update(scale_adapted, gradient_noise):
+    # Tensors shorter and longer than a vector register, of several shapes: after the first step the
+    # sampler updates them as one flat buffer; the numbers are those of the update done tensor by tensor.
+    rng = np.random.default_rng(0)
+    shapes, weights = [(3, 4), (5,), (2, 2, 2), (7, 9), (1,)], [1.0, 2.0, 0.5, 3.0, 1.5]
+    initial = [rng.standard_normal(shape) for shape in shapes]
+    params = [torch.nn.Parameter(torch.tensor(p)) for p in initial]
+    settings = dict(lr=1e-3, n_data=100, scale_adapted=scale_adapted, n_adapt_steps=40, gradient_noise=gradient_noise)
+    optimizer = SGHMC(params, **settings, generator=torch.Generator().manual_seed(3))
+    _run_sampler(params, weights, 120, optimizer)
+    expected = _reference_sghmc(initial, weights, 120, 1e-3, 100, 0.05, scale_adapted, 40, gradient_noise, seed=3)
+    for p, e in zip(params, expected):
+        np.testing.assert_allclose(p.detach().numpy(), e, rtol=1e-11, atol=1e-13)
+
+
+@pytest.mark.parametrize("scale_adapted", [False, True])
+def test_sghmc_state_dict_resumes_the_chain_exactly(scale_adapted):
+    # Saving the sampler's state half way and loading it into a new sampler continues the same chain,
+    # bit for bit; the saved state holds tensors of the parameters' shapes, not views of a shared buffer.
+    def make():
+        params = [torch.nn.Parameter(torch.linspace(-1, 1, n, dtype=torch.float64)) for n in (6, 20, 3)]
+        generator = torch.Generator().manual_seed(0)
+        return params, generator, SGHMC(params, lr=1e-2, n_data=50, scale_adapted=scale_adapted, n_adapt_steps=10,
+                                        generator=generator)
+
+    weights = [1.0, 2.0, 3.0]
+    params, _, optimizer = make()
+    _run_sampler(params, weights, 60, optimizer)
+    params_b, generator_b, optimizer_b = make()
+    _run_sampler(params_b, weights, 30, optimizer_b)
+    live = [value for state in optimizer_b.state.values() for value in state.values()]
+    saved = optimizer_b.state_dict()
+    for state in saved["state"].values():
+        assert all(value._base is None for value in state.values() if isinstance(value, torch.Tensor))
+    # saving leaves the live state as it was
+    assert all(map(operator.is_, live, [value for state in optimizer_b.state.values() for value in state.values()]))
+    params_c = [torch.nn.Parameter(p.detach().clone()) for p in params_b]
+    optimizer_c = SGHMC(params_c, lr=1e-2, n_data=50, scale_adapted=scale_adapted, n_adapt_steps=10,
+                        generator=generator_b)
+    optimizer_c.load_state_dict(saved)
+    _run_sampler(params_c, weights, 30, optimizer_c)
+    for a, c in zip(params, params_c):
+        torch.testing.assert_close(a, c, rtol=0, atol=0)
+
+
+def test_sghmc_skips_a_parameter_without_gradient():
+    # A parameter outside the loss keeps its value; the others still move, step after step.
+    params = [torch.nn.Parameter(torch.zeros(4, dtype=torch.float64)) for _ in range(3)]
+    params[1].requires_grad_(False)
+    frozen = params[1].detach().clone()
+    optimizer = SGHMC(params, lr=1e-2, n_data=10, scale_adapted=True, n_adapt_steps=5,
+                      generator=torch.Generator().manual_seed(0))
+    before = [p.detach().clone() for p in params]
+    _run_sampler(params, [1.0, 1.0, 1.0], 20, optimizer)
+    torch.testing.assert_close(params[1].detach(), frozen, rtol=0, atol=0)
+    assert not torch.equal(params[0].detach(), before[0]) and not torch.equal(params[2].detach(), before[2])
 
 
 @pytest.mark.parametrize(
