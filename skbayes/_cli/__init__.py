@@ -17,14 +17,23 @@ that raise ``ValueError`` with a one-line message on bad input; the click
 commands built by :func:`make_cli` only parse the options and turn those
 errors into click's one-line ``Error: ...``. click and pandas (the ``cli``
 extra) are imported lazily, so that :func:`main` can say in one line that
-they are missing.
+they are missing; so are the modules that import torch and the estimators
+(by the command that runs), so that ``--help`` and a usage error answer
+in a fraction of a second.
 """
+
+import importlib
 
 from ._common import DATASETS, ESTIMATORS
 from .commands import main, make_cli
-from .pipeline import detect_task, fit_table, load_model, make_estimator, parse_param
-from .report import evaluate_table, format_metrics, predict_table, save_figures
-from .tables import load_dataset, read_table
+
+# The functions that do the work, imported on first use (they import scikit-learn, pandas and torch):
+# name -> module.
+_LAZY_ATTRIBUTES = {
+    "detect_task": ".pipeline", "fit_table": ".pipeline", "load_model": ".pipeline", "make_estimator": ".pipeline",
+    "parse_param": ".pipeline", "evaluate_table": ".report", "format_metrics": ".report",
+    "predict_table": ".report", "save_figures": ".report", "load_dataset": ".tables", "read_table": ".tables",
+}
 
 __all__ = [
     "DATASETS",
@@ -43,3 +52,15 @@ __all__ = [
     "read_table",
     "save_figures",
 ]
+
+
+def __getattr__(name):
+    if name not in _LAZY_ATTRIBUTES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

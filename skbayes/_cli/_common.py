@@ -43,12 +43,16 @@ def _pandas():
     return pandas
 
 
+def _estimator_names():
+    """The class names --estimator may give, sorted (without importing the classes)."""
+    return sorted({name for pair in ESTIMATORS.values() for name in pair if name is not None})
+
+
 def _estimator_classes():
     """Every class --estimator may name, by class name."""
     import skbayes
 
-    names = {name for pair in ESTIMATORS.values() for name in pair if name is not None}
-    return {name: getattr(skbayes, name) for name in sorted(names)}
+    return {name: getattr(skbayes, name) for name in _estimator_names()}
 
 
 def _count(n, noun):

@@ -4,10 +4,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._common import _DEFAULT_DATASET, DATASETS, MAX_CATEGORIES, _estimator_classes, _first_line
-from .pipeline import fit_table, load_model, parse_param
-from .report import evaluate_table, format_metrics, predict_table, save_figures
-from .tables import load_dataset, read_table
+from ._common import _DEFAULT_DATASET, DATASETS, MAX_CATEGORIES, _estimator_names, _first_line
+
+# The modules that do the work (pipeline, report, tables: scikit-learn, pandas, torch and the estimators)
+# are imported by the commands that run, not with this module: ``skbayes --help`` and a usage error
+# answer without importing torch.
 
 
 def _split_names(values):
@@ -40,10 +41,13 @@ def _fit_model(table, target, features, exclude, categorical, max_categories, ta
     """Fit the pipeline of ``skbayes fit`` (and of ``evaluate`` without a model): ``(model, source, frame)``."""
     import click
 
+    from .pipeline import fit_table, parse_param
+    from .tables import load_dataset, read_table
+
     params = [_run(parse_param, p) for p in params]
     if table is None:
         if dataset is None:
-            if task == "auto" and estimator.lower() in {n.lower() for n in _estimator_classes()}:
+            if task == "auto" and estimator.lower() in {n.lower() for n in _estimator_names()}:
                 task = "classification" if estimator.lower().endswith("classifier") else "regression"
             dataset = _DEFAULT_DATASET["classification" if task == "classification" else "regression"]
         frame, source = _run(load_dataset, dataset, "train"), f"{dataset} (training split)"
@@ -72,6 +76,8 @@ def _describe(model, source):
 def _held_out(model, table, dataset):
     """The table to predict or evaluate, ``(frame, source)``: TABLE, else the test split of the dataset."""
     import click
+
+    from .tables import load_dataset, read_table
 
     if table is not None:
         return _run(read_table, table), str(table)
@@ -122,7 +128,7 @@ def _options(click):
                      help="auto (regression: stacking; classes: mlp), stacking (regression: Bayesian linear "
                           "regression, an exact or sparse GP and the Bayesian MLP weighted by held-out log density), "
                           "mlp, sparse-gp or deep-gp (regressor or classifier by the task), or a class name: "
-                          + ", ".join(_estimator_classes()) + "."),
+                          + ", ".join(_estimator_names()) + "."),
         click.option("--max-iter", type=click.IntRange(1), default=None,
                      help="Epochs (the estimator's max_iter, or its variational fit's for the GPs; default: its own)."),
         click.option("--random-state", type=int, default=0, show_default=True, help="Seed of the estimator."),
@@ -205,6 +211,9 @@ def make_cli():
         mutual_information, variation_ratio. Without TABLE: the test split
         of the model's dataset.
         """
+        from .pipeline import load_model
+        from .report import predict_table
+
         model = _run(load_model, model_path)
         frame, source = _held_out(model, table, dataset)
         predictions = _run(predict_table, model, frame, coverage=coverage, id_column=id_column, source=source)
@@ -235,6 +244,9 @@ def make_cli():
         baselines fitted on the same rows: one command that runs the whole
         job.
         """
+        from .pipeline import load_model
+        from .report import evaluate_table, format_metrics, save_figures
+
         fitting = table is None and model_path is None
         if not fitting:
             given = [name for name in options if name != "dataset"
