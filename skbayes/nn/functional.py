@@ -132,7 +132,8 @@ def gaussian_log_prob(x, mean=0.0, var=None):
     log_prob : torch.Tensor
         Broadcast shape of the inputs (not summed).
     """
-    sq = (x - mean) ** 2
+    diff = x - mean
+    sq = diff * diff  # the value and gradient of diff ** 2, without pow's scalar conversion
     if var is None:
         return -0.5 * (LOG_2PI + sq)
     return -0.5 * (LOG_2PI + torch.log(var) + sq / var)
@@ -276,7 +277,7 @@ def dropout_weight_decay(tensor, prior_scale, rate=0.0):
     -------
     penalty : torch.Tensor, scalar
     """
-    return 0.5 * (1.0 / prior_scale**2) / (1.0 - rate) * tensor.pow(2).sum()
+    return 0.5 * (1.0 / prior_scale**2) / (1.0 - rate) * (tensor * tensor).sum()
 
 
 def layer_prior_scale(prior_scale, fan_in, scaling=None):

@@ -122,10 +122,10 @@ class _GaussianKL(torch.autograd.Function):
         if rho:  # the second argument is rho, std = softplus(rho)
             ctx.rho, std = std, F.softplus(std)
         ratio = std / prior_std
-        var_ratio = ratio**2
+        var_ratio = ratio * ratio  # products and float literals: no scalar conversion per operation
         scaled_mean = mean / prior_std
         ctx.ratio, ctx.var_ratio, ctx.scaled_mean, ctx.prior_std = ratio, var_ratio, scaled_mean, prior_std
-        return (0.5 * (var_ratio + scaled_mean**2 - 1 - var_ratio.log())).sum()
+        return (0.5 * (var_ratio + scaled_mean * scaled_mean - 1.0 - var_ratio.log())).sum()
 
     @staticmethod
     def backward(ctx, grad):
@@ -134,9 +134,9 @@ class _GaussianKL(torch.autograd.Function):
         grad_var_ratio = half + (-half) / var_ratio
         grad_mean = grad_std = None
         if ctx.needs_input_grad[0]:
-            grad_mean = half * (2 * scaled_mean) / ctx.prior_std
+            grad_mean = half * (2.0 * scaled_mean) / ctx.prior_std
         if ctx.needs_input_grad[1]:
-            grad_std = grad_var_ratio * (2 * ratio) / ctx.prior_std
+            grad_std = grad_var_ratio * (2.0 * ratio) / ctx.prior_std
             if hasattr(ctx, "rho"):
                 grad_std = torch.ops.aten.softplus_backward(grad_std, ctx.rho, 1, 20)
         return grad_mean, grad_std, None, None
@@ -157,7 +157,7 @@ class _MeanFieldLinearFunction(torch.autograd.Function):
     def forward(ctx, x, mu, rho, eps):
         rows = x.reshape(-1, mu.shape[0] - 1)
         sigma = F.softplus(rho)
-        var = sigma**2
+        var = sigma * sigma
         x_sq = rows * rows
         out = torch.addmm(mu[-1], rows, mu[:-1])
         std = torch.addmm(var[-1], x_sq, var[:-1]).sqrt()
@@ -173,7 +173,7 @@ class _MeanFieldLinearFunction(torch.autograd.Function):
         grad = grad.reshape(-1, mu.shape[1])
         grad_x = grad_mu = grad_rho = None
         # d out / d pre_var, pre_var = x^2 V + v_b and std = sqrt(pre_var)
-        grad_pre_var = (grad * eps) / (2 * std)
+        grad_pre_var = (grad * eps) / (2.0 * std)
         if ctx.needs_input_grad[0]:
             grad_x_sq = grad_pre_var.mm(var[:-1].t()) * rows
             grad_x = (grad.mm(mu[:-1].t()) + (grad_x_sq + grad_x_sq)).view(ctx.shape)
@@ -181,7 +181,7 @@ class _MeanFieldLinearFunction(torch.autograd.Function):
             grad_mu = torch.cat([rows.t().mm(grad), grad.sum(0, keepdim=True)])
         if ctx.needs_input_grad[2]:
             grad_var = torch.cat([x_sq.t().mm(grad_pre_var), grad_pre_var.sum(0, keepdim=True)])
-            grad_rho = torch.ops.aten.softplus_backward(grad_var * (2 * sigma), rho, 1, 20)
+            grad_rho = torch.ops.aten.softplus_backward(grad_var * (2.0 * sigma), rho, 1, 20)
         return grad_x, grad_mu, grad_rho, None
 
 

@@ -131,7 +131,7 @@ class StudentTLikelihood(RegressionLikelihood):
         z = (y - f) / scale
         log_normalizer = (scale.log() + 0.5 * df.log() + 0.5 * math.log(math.pi) + torch.lgamma(0.5 * df)
                           - torch.lgamma(0.5 * (df + 1.0)))
-        return (-0.5 * (df + 1.0) * torch.log1p(z**2.0 / df) - log_normalizer).sum(-1)
+        return (-0.5 * (df + 1.0) * torch.log1p(z * z / df) - log_normalizer).sum(-1)
 
     def sample(self, f, random_state):
         """Draws y = f + s t of shape (..., n, k), t ~ St(0, 1, nu) from ``random_state`` (numpy, float64)."""

@@ -353,12 +353,12 @@ class StackedMLP(nn.Module):
         """
         if self.weight_prior_scales is None:
             scale = 0.5 / self.prior_scale**2
-            return scale * sum(layer.weight.pow(2).sum(dim=(1, 2)) for layer in self.layers)
+            return scale * sum((layer.weight * layer.weight).sum(dim=(1, 2)) for layer in self.layers)
         total = 0.0
         for l, layer in enumerate(self.layers):
             weight, bias = layer.parameters_of()
-            total = total + weight.pow(2).sum(dim=(1, 2)) / (2 * self.weight_prior_scales[:, l] ** 2)
-            total = total + bias.pow(2).sum(dim=(1, 2)) / (2 * self.bias_prior_scales[:, l] ** 2)
+            total = total + (weight * weight).sum(dim=(1, 2)) / (2 * self.weight_prior_scales[:, l] ** 2)
+            total = total + (bias * bias).sum(dim=(1, 2)) / (2 * self.bias_prior_scales[:, l] ** 2)
         return total
 
     def neg_log_prior(self):
