@@ -27,6 +27,13 @@ def test_command_help_imports_no_torch():
     assert _modules_after(code) == set()
 
 
+def test_the_console_entry_point_help_imports_no_numpy():
+    # main() only looks click and pandas up before parsing; --help then needs neither pandas nor numpy
+    code = ("from skbayes._cli import main\ntry:\n    main(['evaluate', '--help'])\n"
+            "except SystemExit as exc:\n    assert exc.code == 0\nimport sys\nassert 'numpy' not in sys.modules\n")
+    assert _modules_after(code) == set()
+
+
 def test_first_use_imports_the_estimator():
     assert "torch" in _modules_after("from skbayes import BayesianMLPRegressor")
 

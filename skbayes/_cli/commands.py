@@ -1,5 +1,6 @@
 """The click wiring of the ``skbayes`` command and :func:`main`."""
 
+import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -309,12 +310,10 @@ def main(argv=None):
         one-line ``Error: ...`` on stderr for bad input, 2 for a usage
         error; 1 with a one-line error if click or pandas is missing.
     """
-    try:
-        import click  # noqa: F401
-        import pandas  # noqa: F401
-    except ImportError as exc:
-        sys.stderr.write(f"Error: the skbayes command needs {exc.name}: pip install 'skbayes[cli]'\n")
-        sys.exit(1)
+    for name in ("click", "pandas"):  # looked up, not imported: --help needs neither pandas nor numpy
+        if (sys.modules[name] is None) if name in sys.modules else importlib.util.find_spec(name) is None:
+            sys.stderr.write(f"Error: the skbayes command needs {name}: pip install 'skbayes[cli]'\n")
+            sys.exit(1)
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         make_cli().main(args=argv, prog_name="skbayes")

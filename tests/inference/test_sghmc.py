@@ -1,5 +1,6 @@
 """SGHMC: the sampler, split R-hat and inference="sghmc"."""
 
+import copy
 import operator
 import warnings
 
@@ -191,6 +192,23 @@ def test_sghmc_skips_a_parameter_without_gradient():
     _run_sampler(params, [1.0, 1.0, 1.0], 20, optimizer)
     torch.testing.assert_close(params[1].detach(), frozen, rtol=0, atol=0)
     assert not torch.equal(params[0].detach(), before[0]) and not torch.equal(params[2].detach(), before[2])
+
+
+def test_sghmc_edge_groups_and_copies():
+    # An empty group is skipped; a switch to the scale-adapted sampler mid-run builds its state; a deep copy
+    # keeps the noise generator and continues the same chain as the original.
+    a = torch.nn.Parameter(torch.zeros(5, dtype=torch.float64))
+    optimizer = SGHMC([{"params": [a]}, {"params": []}], lr=1e-2, n_data=10,
+                      generator=torch.Generator().manual_seed(0))
+    _run_sampler([a], [1.0], 5, optimizer)
+    optimizer.param_groups[0]["scale_adapted"] = True
+    _run_sampler([a], [1.0], 5, optimizer)
+    assert "v_hat" in optimizer.state[a] and torch.isfinite(a).all()
+    twin = copy.deepcopy(optimizer)
+    twin_param = twin.param_groups[0]["params"][0]
+    _run_sampler([a], [1.0], 5, optimizer)
+    _run_sampler([twin_param], [1.0], 5, twin)
+    torch.testing.assert_close(a, twin_param, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(

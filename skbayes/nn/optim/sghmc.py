@@ -210,6 +210,10 @@ class SGHMC(torch.optim.Optimizer):
                 self._step_flat(group, flat)
         return loss
 
+    def __getstate__(self):
+        """torch's optimiser state (defaults, state, groups) and the noise generator, for copies and pickles."""
+        return {**super().__getstate__(), "generator": self.generator}
+
     def state_dict(self):
         """:meth:`torch.optim.Optimizer.state_dict`, each state tensor its own copy (not a view of the flat buffers)."""
         state_dict = super().state_dict()  # its per-parameter dicts are the live ones: copied, not changed
@@ -225,21 +229,25 @@ class SGHMC(torch.optim.Optimizer):
     def _flat_state(self, index, group):
         """The group's flat buffers (a dict), built on first use; None where the per-tensor step must run.
 
-        The per-tensor step runs on a group whose parameters are not all at
-        the same step with their state built (the first step), lack a
-        gradient, or differ in dtype or device.
+        The per-tensor step runs on a group that is empty, lists a parameter
+        twice, or whose parameters are not all at the same step with their
+        state built (the first step), lack a gradient, or differ in dtype or
+        device.
         """
         params = group["params"]
         keys = ("momentum", "v_hat", "g", "tau") if group["scale_adapted"] else ("momentum",)
         flats = self.__dict__.setdefault("_flat", {})
         flat = flats.get(index)
         if (
-            flat is not None and flat["state"] is self.state and len(flat["params"]) == len(params)
+            flat is not None and flat["state"] is self.state and flat["keys"] == keys
+            and len(flat["params"]) == len(params)
             and all(map(operator.is_, flat["params"], params)) and all(p.grad is not None for p in params)
             and all(self.state[p].get(key) is flat["views"][key][i] for key in keys for i, p in enumerate(params))
         ):
             return flat
         flats.pop(index, None)  # rebuilt below, or the per-tensor step runs (and may change the state)
+        if not params or len(set(map(id, params))) != len(params):  # empty, or a parameter listed twice
+            return None
         first = params[0]
         steps = {self.state[p].get("step") for p in params}
         if (
@@ -249,7 +257,7 @@ class SGHMC(torch.optim.Optimizer):
         ):
             return None
         sizes = [p.numel() for p in params]
-        flat = {"params": list(params), "state": self.state, "views": {}}
+        flat = {"params": list(params), "state": self.state, "keys": keys, "views": {}}
         for key in keys:
             buffer = torch.cat([self.state[p][key].reshape(-1) for p in params])
             views = [part.view(p.shape) for part, p in zip(buffer.split(sizes), params)]
