@@ -7,7 +7,7 @@ command's ``--help`` do not pay for importing torch and scikit-learn:
 needs, ``skbayes.inference`` imports the inference subpackage.
 """
 
-import importlib
+from ._lazy import lazy_attributes as _lazy_attributes
 
 __version__ = "0.1.0.dev0"
 
@@ -33,16 +33,4 @@ _SUBPACKAGES = frozenset({
 __all__ = [*_LAZY_ATTRIBUTES, "__version__"]
 
 
-def __getattr__(name):
-    if name in _LAZY_ATTRIBUTES:
-        value = getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
-    elif name in _SUBPACKAGES:
-        value = importlib.import_module(f".{name}", __name__)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__) | _SUBPACKAGES)
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY_ATTRIBUTES, _SUBPACKAGES)

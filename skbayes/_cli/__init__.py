@@ -22,8 +22,7 @@ they are missing; so are the modules that import torch and the estimators
 in a fraction of a second.
 """
 
-import importlib
-
+from .._lazy import lazy_attributes as _lazy_attributes
 from ._common import DATASETS, ESTIMATORS
 from .commands import main, make_cli
 
@@ -54,13 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name not in _LAZY_ATTRIBUTES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY_ATTRIBUTES[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY_ATTRIBUTES)

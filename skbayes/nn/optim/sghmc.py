@@ -239,8 +239,7 @@ class SGHMC(torch.optim.Optimizer):
         flats = self.__dict__.setdefault("_flat", {})
         flat = flats.get(index)
         if (
-            flat is not None and flat["state"] is self.state and flat["keys"] == keys
-            and len(flat["params"]) == len(params)
+            flat is not None and flat["keys"] == keys and len(flat["params"]) == len(params)
             and all(map(operator.is_, flat["params"], params)) and all(p.grad is not None for p in params)
             and all(self.state[p].get(key) is flat["views"][key][i] for key in keys for i, p in enumerate(params))
         ):
@@ -257,16 +256,20 @@ class SGHMC(torch.optim.Optimizer):
         ):
             return None
         sizes = [p.numel() for p in params]
-        flat = {"params": list(params), "state": self.state, "keys": keys, "views": {}}
+
+        def views_of(buffer):  # one view of the flat buffer per parameter, of its shape
+            return [part.view(p.shape) for part, p in zip(buffer.split(sizes), params)]
+
+        # a state replaced wholesale (load_state_dict) has new tensors, not these views: rebuilt by the check above
+        flat = {"params": list(params), "keys": keys, "views": {}}
         for key in keys:
             buffer = torch.cat([self.state[p][key].reshape(-1) for p in params])
-            views = [part.view(p.shape) for part, p in zip(buffer.split(sizes), params)]
-            for p, view in zip(params, views):
+            flat[key], flat["views"][key] = buffer, views_of(buffer)
+            for p, view in zip(params, flat["views"][key]):
                 self.state[p][key] = view
                 self.state[p].pop("step_scales", None)
-            flat[key], flat["views"][key] = buffer, views
         flat["noise"] = torch.empty_like(flat["momentum"])
-        flat["noise_views"] = [part.view(p.shape) for part, p in zip(flat["noise"].split(sizes), params)]
+        flat["noise_views"] = views_of(flat["noise"])
         flats[index] = flat
         return flat
 
