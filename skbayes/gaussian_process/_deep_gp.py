@@ -577,6 +577,9 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         n_draws = self._n_components() if n_draws is None else n_draws
         seed = self._predict_seed if seed is None else seed
         sampled = _bsgp.is_sampled(self)
+        if not sampled:  # the layers' L_zz, shared by every block
+            with torch.no_grad():
+                chol_zz = dgp.chol_zz()
 
         def components(x, rows):
             # The same generator state for every block: the same eps for every row.
@@ -584,7 +587,7 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
             if sampled:
                 mean, var, noise_var = self._sampled_components(x, n_draws, generator)
             else:
-                mean, var = dgp.predict_mixture(x, n_draws, generator)
+                mean, var = dgp.predict_mixture(x, n_draws, generator, chol_zz=chol_zz)
                 noise_var = (self.noise_std_ / self._y_scale) ** 2
             values = reduce(mean.T.cpu().numpy(), var.T.cpu().numpy(), noise_var, rows)
             return tuple(map(torch.as_tensor, values)) if isinstance(values, tuple) else torch.as_tensor(values)

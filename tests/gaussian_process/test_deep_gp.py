@@ -155,6 +155,28 @@ def test_prediction_does_not_depend_on_the_other_rows(fitted, step_data):
     np.testing.assert_array_equal(fitted.predict(X_test[:40]), full[0])  # the same draws every call
 
 
+def test_blocks_share_each_layers_cholesky_and_give_the_one_block_predictions(fitted, step_data, monkeypatch):
+    import skbayes.base
+    from skbayes.nn.gp import SVGP
+
+    _, (X_test, y_test) = step_data
+    X_test, y_test = X_test[:90], y_test[:90]
+    one_block = fitted.predict(X_test, return_std=True), fitted.log_predictive_density(X_test, y_test)
+    calls = []
+    original = SVGP.chol_zz
+    monkeypatch.setattr(SVGP, "chol_zz", lambda gp: calls.append(gp) or original(gp))
+    # blocks of 7 rows: a block holds PREDICT_BLOCK_BYTES, a row S x width x (3M + 2) float64 values
+    width = max((*fitted.hidden_layer_sizes_, fitted.n_features_in_))
+    row_bytes = 8 * fitted._n_components() * width * (3 * fitted.n_inducing_ + 2)
+    monkeypatch.setattr(skbayes.base, "PREDICT_BLOCK_BYTES", 7 * row_bytes)
+    blocks = fitted.predict(X_test, return_std=True), fitted.log_predictive_density(X_test, y_test)
+    layers = fitted.module_["dgp"].layers
+    assert len(calls) == 2 * len(layers)  # once per layer and prediction, not per block
+    assert {id(gp) for gp in calls} == {id(gp) for gp in layers}
+    for a, b in zip((*one_block[0], one_block[1]), (*blocks[0], blocks[1])):
+        np.testing.assert_allclose(b, a, rtol=1e-10)  # matrix products of other sizes: round-off only
+
+
 # --------------------------------------------------------------- behaviour
 def test_same_random_state_same_results(step_data):
     (X, y), (X_test, _) = step_data

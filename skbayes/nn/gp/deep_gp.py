@@ -130,7 +130,15 @@ class DeepGP(nn.Module):
         """W of inner layer ``index`` (0-based), shape (d, H)."""
         return getattr(self, f"mean_weight_{index}")
 
-    def inner_marginals(self, index, h):
+    def chol_zz(self):
+        """L_zz = chol(K_zz + jitter) of every layer (:meth:`SVGP.chol_zz`), a list of L (M_l, M_l) tensors.
+
+        They depend on the inducing inputs and kernels only: prediction
+        computes them once and shares them across its blocks of rows.
+        """
+        return [gp.chol_zz() for gp in self.layers]
+
+    def inner_marginals(self, index, h, chol_zz=None):
         """Marginals of inner layer ``index`` at inputs h ([Salimbeni2017]_, eqs. 7-8).
 
         Parameters
@@ -138,6 +146,8 @@ class DeepGP(nn.Module):
         index : int
             0-based index of an inner layer (< L - 1).
         h : torch.Tensor of shape (..., n, d)
+        chol_zz : torch.Tensor of shape (M, M), optional
+            The layer's precomputed :meth:`SVGP.chol_zz`.
 
         Returns
         -------
@@ -147,11 +157,11 @@ class DeepGP(nn.Module):
         """
         gp = self.layers[index]
         flat = h.reshape(-1, h.shape[-1])
-        mean, var = gp.predict_f(flat)
+        mean, var = gp.predict_f(flat, chol_zz=chol_zz)
         mean = mean + flat @ self.mean_weight(index)
         return mean.reshape(*h.shape[:-1], -1), var.reshape(*h.shape[:-1], -1)
 
-    def propagate(self, x, noise):
+    def propagate(self, x, noise, chol_zz=None):
         r"""Reparameterised draws of the last inner layer's output f̂^{L-1}.
 
         f̂^l = mean^l(f̂^{l-1}) + sqrt(var^l(f̂^{l-1})) * eps^l, f̂^0 = x
@@ -165,6 +175,8 @@ class DeepGP(nn.Module):
             L - 1 standard normal tensors eps^l of shape (S, n, H_l), or
             (S, 1, H_l) to use the same numbers for every row (each row's
             draw then still has the right marginal distribution).
+        chol_zz : sequence of torch.Tensor, optional
+            Precomputed L_zz of every layer (:meth:`chol_zz`); computed here if None.
 
         Returns
         -------
@@ -173,7 +185,7 @@ class DeepGP(nn.Module):
         """
         h = x.unsqueeze(0)
         for index, eps in enumerate(noise):
-            mean, var = self.inner_marginals(index, h)
+            mean, var = self.inner_marginals(index, h, None if chol_zz is None else chol_zz[index])
             h = mean + var.sqrt() * eps
         return h
 
@@ -200,7 +212,7 @@ class DeepGP(nn.Module):
             for gp in self.layers[:-1]
         ]
 
-    def forward(self, x, n_draws=1, generator=None, noise=None):
+    def forward(self, x, n_draws=1, generator=None, noise=None, chol_zz=None):
         """Marginals of q(f^L) for S propagated draws of the inner layers.
 
         Parameters
@@ -212,6 +224,8 @@ class DeepGP(nn.Module):
             For the draws (independent across rows and draws).
         noise : sequence of torch.Tensor, optional
             The eps^l of :meth:`propagate`; drawn from ``generator`` if None.
+        chol_zz : sequence of torch.Tensor, optional
+            Precomputed L_zz of every layer (:meth:`chol_zz`); computed here if None.
 
         Returns
         -------
@@ -221,9 +235,9 @@ class DeepGP(nn.Module):
         """
         if noise is None:
             noise = self.draw_noise(n_draws, x.shape[0], generator)
-        h = self.propagate(x, noise)
+        h = self.propagate(x, noise, chol_zz)
         last = self.layers[-1]
-        mean, var = last.predict_f(h.reshape(-1, h.shape[-1]))
+        mean, var = last.predict_f(h.reshape(-1, h.shape[-1]), chol_zz=None if chol_zz is None else chol_zz[-1])
         return mean.reshape(h.shape[:-1]), var.reshape(h.shape[:-1])
 
     def kl(self):
@@ -269,7 +283,7 @@ class DeepGP(nn.Module):
             data = self.layers[-1].expected_log_lik(rows, y.repeat(h.shape[0]), likelihood)
         return -data.mean() + self.kl() / n_data
 
-    def predict_mixture(self, x, n_draws, generator=None, shared_noise=True):
+    def predict_mixture(self, x, n_draws, generator=None, shared_noise=True, chol_zz=None):
         """The S components of the predictive mixture of f^L ([Salimbeni2017]_, eq. 12).
 
         Parameters
@@ -285,6 +299,9 @@ class DeepGP(nn.Module):
             same distribution as with independent numbers, and a row's
             result does not depend on the other rows of x (nor on how x is
             split into blocks).
+        chol_zz : sequence of torch.Tensor, optional
+            Precomputed L_zz of every layer (:meth:`chol_zz`), to share them
+            across blocks of rows; computed here if None.
 
         Returns
         -------
@@ -293,6 +310,6 @@ class DeepGP(nn.Module):
         """
         noise = self.draw_noise(n_draws, 1 if shared_noise else x.shape[0], generator)
         if self.n_layers == 1:
-            mean, var = self.forward(x, noise=noise)
+            mean, var = self.forward(x, noise=noise, chol_zz=chol_zz)
             return mean.expand(n_draws, -1), var.expand(n_draws, -1)
-        return self.forward(x, noise=noise)
+        return self.forward(x, noise=noise, chol_zz=chol_zz)
