@@ -104,10 +104,9 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100, weights
     and the largest component quantile, the bracket shrinks at every
     iteration to the side on which F - prob changes sign, and a Newton step
     that leaves the bracket is replaced by its midpoint. The iteration
-    starts from the bracket's upper end for a level below 1/2 and from its
-    lower end above, from where Newton's steps approach the root without
-    overshooting it where the CDF's tail is convex (concave) (one component,
-    or components close to each other). Each iteration
+    starts from the (weighted) average of the component quantiles, the
+    root itself for identical components and close to it where they
+    overlap. Each iteration
     evaluates the T component CDFs and densities once; Newton converges
     quadratically near the root, so a handful of iterations reach the
     tolerance where bisection needs one per bit (50-60).
@@ -172,15 +171,16 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100, weights
     if weights is None:
         low, high = quantiles.min(axis=0), quantiles.max(axis=0)
         tol = rtol * scale.mean(axis=0)
+        y = quantiles.mean(axis=0)
     else:
         # components below 1e-10 of the largest weight move F by less than that: they do not bound the root
         # (a scale mixture's widest components have vanishing weight and scales of 1e10 and more)
         heavy = weights >= 1e-10 * weights.max()
         low, high = quantiles[heavy].min(axis=0), quantiles[heavy].max(axis=0)
         tol = rtol * (weights @ scale)
-    # Start from the bracket's end on the side Newton approaches monotonically
-    # where the tail of the CDF is convex (below the median) or concave (above).
-    y = (high if prob < 0.5 else low).copy()
+        y = weights[heavy] @ quantiles[heavy] / weights[heavy].sum()
+    # inside the bracket, also where the average rounds outside it (identical components)
+    y = np.clip(y, low, high)
     active = np.arange(y.size)  # the mixtures not converged yet
     for _ in range(max_iter):
         y_a, low_a, high_a = y[active], low[active], high[active]
