@@ -146,45 +146,53 @@ def mixture_quantile(prob, loc, scale, df=None, rtol=1e-8, max_iter=100, weights
         loc, scale = loc[keep], scale[keep]
         if df is not None:
             df = np.broadcast_to(np.asarray(df, dtype=float), (len(keep), *shape))[keep]
+    if df is not None:
+        df = np.broadcast_to(np.asarray(df, dtype=float), shape=(len(loc), *shape)).reshape(loc.shape)
+    # From here on one row per mixture, its T components along the row: the sums over the components run
+    # row by row (numpy's pairwise sum of a contiguous row), so a mixture's quantile does not depend on the
+    # other mixtures of the call, e.g. on the block of rows it is predicted in, not even in the last bit.
+    loc, scale = np.ascontiguousarray(loc.T), np.ascontiguousarray(scale.T)  # (m, T)
     if df is None:
         quantiles = loc + scale * ndtri(prob)
         columns = (loc, scale)
     else:
-        df = np.broadcast_to(np.asarray(df, dtype=float), shape=(len(loc), *shape)).reshape(loc.shape)
-        per_component = df[:, :1] if (df == df[:, :1]).all() else df  # one df per component: one quantile each
+        df = np.ascontiguousarray(df.T)
+        per_component = df[:1] if (df == df[:1]).all() else df  # one df per component: one quantile each
         quantiles = loc + scale * stdtrit(per_component, prob)
         # Student-t density: Gamma((v+1)/2) / (Gamma(v/2) sqrt(v pi)) (1 + z^2/v)^(-(v+1)/2)
         log_norm = gammaln(0.5 * (per_component + 1)) - gammaln(0.5 * per_component) - 0.5 * np.log(per_component * np.pi)
         log_norm = np.broadcast_to(log_norm, loc.shape)
         columns = (loc, scale, df, log_norm)
 
+    def average(values):  # over the components, (m', T) -> (m',), each row's pairwise sum: C order needed
+        values = np.ascontiguousarray(values)
+        return values.mean(axis=1) if weights is None else (values * weights).sum(axis=1)
+
     def excess_and_density(y, loc, scale, df=None, log_norm=None):
-        z = (y - loc) / scale
+        z = (y[:, None] - loc) / scale
         if df is None:
             cdf, pdf = ndtr(z), np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
         else:
             cdf, pdf = stdtr(df, z), np.exp(log_norm - 0.5 * (df + 1) * np.log1p(z * z / df))
-        if weights is None:
-            return cdf.mean(axis=0) - prob, (pdf / scale).mean(axis=0)
-        return weights @ cdf - prob, weights @ (pdf / scale)
+        return average(cdf) - prob, average(pdf / scale)
 
+    tol = rtol * average(scale)
     if weights is None:
-        low, high = quantiles.min(axis=0), quantiles.max(axis=0)
-        tol = rtol * scale.mean(axis=0)
-        y = quantiles.mean(axis=0)
+        low, high = quantiles.min(axis=1), quantiles.max(axis=1)
+        y = quantiles.mean(axis=1)
     else:
         # components below 1e-10 of the largest weight move F by less than that: they do not bound the root
         # (a scale mixture's widest components have vanishing weight and scales of 1e10 and more)
         heavy = weights >= 1e-10 * weights.max()
-        low, high = quantiles[heavy].min(axis=0), quantiles[heavy].max(axis=0)
-        tol = rtol * (weights @ scale)
-        y = weights[heavy] @ quantiles[heavy] / weights[heavy].sum()
+        bounding = np.ascontiguousarray(quantiles[:, heavy])  # a column mask gives Fortran order
+        low, high = bounding.min(axis=1), bounding.max(axis=1)
+        y = (bounding * weights[heavy]).sum(axis=1) / weights[heavy].sum()
     # inside the bracket, also where the average rounds outside it (identical components)
     y = np.clip(y, low, high)
     active = np.arange(y.size)  # the mixtures not converged yet
     for _ in range(max_iter):
         y_a, low_a, high_a = y[active], low[active], high[active]
-        excess, density = excess_and_density(y_a, *(c[:, active] for c in columns))
+        excess, density = excess_and_density(y_a, *(c[active] for c in columns))
         below = excess < 0
         low_a, high_a = np.where(below, y_a, low_a), np.where(below, high_a, y_a)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -499,6 +499,28 @@ def test_mixture_quantile_solves_the_mixture_cdf_found_by_brentq(student_t):
                     assert got[j] == pytest.approx(expected, rel=1e-9, abs=1e-7 * scale[:, j].mean())
 
 
+@pytest.mark.parametrize("student_t", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_mixture_quantile_of_a_mixture_does_not_depend_on_the_others_in_the_call(student_t, weighted):
+    # Predictions go through blocks of rows: a row's quantile must be the same, to the last bit, whether
+    # its mixture is solved alone, in a block of three or with all the others.
+    from skbayes._predictive import mixture_quantile, student_t_scale_mixture
+
+    rng = np.random.RandomState(1)
+    n_components, n_mixtures = (100, 7) if weighted else (40, 7)
+    loc = rng.randn(n_components, n_mixtures) * 3
+    scale = np.exp(rng.randn(n_components, n_mixtures))
+    df = 2.5 + rng.exponential(3.0, (n_components, n_mixtures)) if student_t else None
+    weights = student_t_scale_mixture(4.0, n_nodes=n_components)[1] if weighted else None
+    for prob in (0.05, 0.5, 0.99):
+        whole = mixture_quantile(prob, loc, scale, df, weights=weights)
+        for part in ([j] for j in range(n_mixtures)), ([0, 3, 6], [1, 2], [4, 5]):
+            for columns in part:
+                got = mixture_quantile(prob, loc[:, columns], scale[:, columns],
+                                       None if df is None else df[:, columns], weights=weights)
+                np.testing.assert_array_equal(got, whole[columns])
+
+
 # ------------------------------------------------------------ predictive="model" (issue 28)
 T_DF = 3.0
 
