@@ -577,9 +577,8 @@ class DeepGPRegressor(RegressorMixin, PredictiveRegressorMixin, TorchEstimatorMi
         n_draws = self._n_components() if n_draws is None else n_draws
         seed = self._predict_seed if seed is None else seed
         sampled = _bsgp.is_sampled(self)
-        if not sampled:  # the layers' L_zz, shared by every block
-            with torch.no_grad():
-                chol_zz = dgp.chol_zz()
+        with torch.no_grad():  # the layers' L_zz, shared by every block (a sampled fit has one per kept sample)
+            chol_zz = None if sampled else dgp.chol_zz()
 
         def components(x, rows):
             # The same generator state for every block: the same eps for every row.
