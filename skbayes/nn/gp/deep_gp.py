@@ -135,6 +135,12 @@ class DeepGP(nn.Module):
 
         They depend on the inducing inputs and kernels only: prediction
         computes them once and shares them across its blocks of rows.
+
+        Raises
+        ------
+        ValueError
+            If a layer's K_zz is not positive definite even with its largest
+            jitter (:func:`skbayes.nn.linalg.cholesky`).
         """
         return [gp.chol_zz() for gp in self.layers]
 
